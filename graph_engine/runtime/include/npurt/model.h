@@ -1,0 +1,53 @@
+// A compiled model (docs/compiled_model_format.md) loaded onto one device, and its executor.
+#ifndef NPURT_MODEL_H_
+#define NPURT_MODEL_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "npurt/npurt.h"
+
+namespace npu {
+
+// An error carries a message that names the node and the reason; ok() when message is empty.
+struct Status {
+  std::string message;
+  bool ok() const { return message.empty(); }
+  static Status Ok() { return {}; }
+  static Status Error(std::string m) { return {m.empty() ? "unknown error" : std::move(m)}; }
+};
+
+struct TensorDesc {
+  int dtype = 0;                // TF DataType enum value (DT_FLOAT = 1, ...)
+  std::vector<int64_t> dims;
+  int format = 0;               // graph_engine Format enum, 0 = ND
+  uint64_t nbytes = 0;
+};
+
+class CompiledModel {
+ public:
+  virtual ~CompiledModel() = default;
+  // Parses and validates `data` (magic, version, checksum), instantiates every kernel and
+  // uploads constants to `device`'s memory.
+  static Status Load(const void* data, size_t size, int32_t device,
+                     std::shared_ptr<CompiledModel>* out);
+
+  virtual const std::string& name() const = 0;
+  virtual const std::vector<TensorDesc>& inputs() const = 0;
+  virtual const std::vector<TensorDesc>& outputs() const = 0;
+  virtual const std::string& metadata() const = 0;   // JSON written by the compiler
+  virtual std::vector<std::string> kernel_names() const = 0;
+  virtual uint64_t arena_bytes() const = 0;
+
+  // Runs the kernel sequence on `stream` (in order with earlier work on it) and waits for it.
+  // Buffers are device pointers of the model's device; outputs are caller-allocated with
+  // outputs()[i].nbytes. Safe to call concurrently from several threads.
+  virtual Status Run(npurtStream stream, const std::vector<const void*>& inputs,
+                     const std::vector<void*>& outputs) = 0;
+};
+
+}  // namespace npu
+
+#endif  // NPURT_MODEL_H_

@@ -1,0 +1,19 @@
+"""npu_device: run unmodified TensorFlow 2 / Keras programs on an NPU.
+
+    import npu_device
+    npu_device.set_npu_config(precision_mode="allow_mix_precision")
+    # Keras fit, tf.function and eager code now run on /device:NPU:0
+
+Importing the package loads the NPU PluggableDevice plugin into TensorFlow (unless TensorFlow
+already auto-loaded it from site-packages/tensorflow-plugins) and connects TensorFlow's graph
+optimizer to the NPU graph engine.
+"""
+from npu_device import _loader
+
+_loader.load_plugin()
+
+from npu_device.runtime import counters, info, memory_stats, reset_counters, reset_peak_memory  # noqa: E402
+from npu_device.configuration import (  # noqa: E402
+    get_npu_config, global_options, open, set_npu_config)
+
+__version__ = "0.1.0"
