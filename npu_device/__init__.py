@@ -8,12 +8,15 @@ Importing the package loads the NPU PluggableDevice plugin into TensorFlow (unle
 already auto-loaded it from site-packages/tensorflow-plugins) and connects TensorFlow's graph
 optimizer to the NPU graph engine.
 """
+# Options first: invalid NPU_* environment values fail here with a clear message.
+from npu_device.configuration import get_npu_config, global_options, open, set_npu_config
 from npu_device import _loader
 
 _loader.load_plugin()
 
 from npu_device.runtime import counters, info, memory_stats, reset_counters, reset_peak_memory  # noqa: E402
-from npu_device.configuration import (  # noqa: E402
-    get_npu_config, global_options, open, set_npu_config)
+from npu_device import keras_integration as _keras_integration  # noqa: E402
+
+_keras_integration.install()  # jit_compile="auto" must not route NPU models to XLA
 
 __version__ = "0.1.0"
