@@ -25,6 +25,7 @@ typedef enum {
   NPURT_ERROR_ALREADY_INITIALIZED = 5,
   NPURT_ERROR_BAD_ADDRESS = 6,   // pointer not owned by this device
   NPURT_ERROR_INTERNAL = 7,
+  NPURT_NOT_READY = 8,           // npurtStreamQuery: work is still pending (not a failure)
 } npurtError;
 
 typedef enum {
@@ -67,6 +68,10 @@ typedef struct {
 // Configure before first use. Returns NPURT_ERROR_ALREADY_INITIALIZED once devices exist.
 // Without a call, the runtime initializes lazily from NPU_DEVICE_COUNT / NPU_HBM_SIZE
 // (environment) or the defaults (1 device, 16 GiB).
+// Devices come into existence on the first call that needs one (memory, streams, device
+// synchronization). npurtGetConfig, npurtGetDeviceCount and npurtGetDeviceInfo only report the
+// configuration that is or will be in effect, so TensorFlow can list devices while the user can
+// still configure them.
 NPURT_API npurtError npurtConfigure(const npurtConfig* config);
 NPURT_API npurtError npurtInit(void);
 NPURT_API int npurtIsInitialized(void);
@@ -101,6 +106,15 @@ NPURT_API npurtError npurtLaunchHostFunc(npurtStream stream, npurtHostFn fn, voi
 // Status of work done on the stream: the first failure of an enqueued task is sticky and is
 // returned by the next npurtStreamSynchronize.
 NPURT_API npurtError npurtStreamQuery(npurtStream stream);  // SUCCESS when idle
+// A host function that can fail: it returns non-SUCCESS and writes a NUL-terminated reason into
+// `message` (capacity `message_size`); that becomes the stream's sticky error. Later work on the
+// stream still runs, so completion callbacks queued behind it are never lost.
+typedef npurtError (*npurtHostStatusFn)(void* user_data, char* message, size_t message_size);
+NPURT_API npurtError npurtLaunchHostStatusFunc(npurtStream stream, npurtHostStatusFn fn,
+                                               void* user_data);
+// Fills `count` 32-bit words at `dst` with `value`.
+NPURT_API npurtError npurtMemsetD32Async(void* dst, uint32_t value, uint64_t count,
+                                         npurtStream stream);
 
 // --- events ---------------------------------------------------------------------------------
 NPURT_API npurtError npurtEventCreate(npurtEvent* event);

@@ -1,0 +1,35 @@
+"""The NPU runtime as Python sees it: devices, memory statistics, execution counters.
+
+    npu_device.info()[0]["soc_version"]      # 'Ascend910B-sim'
+    npu_device.memory_stats()["in_use"]      # bytes of live NPU tensors, exactly
+
+Memory statistics count every NPU allocation (each TensorFlow tensor on the NPU is one), rounded
+up to 64 bytes. Reading them (or info()) does not start the runtime: set_npu_config can still
+size the devices afterwards.
+"""
+from npu_device import _C
+
+
+def info():
+    """One dict per NPU device: name, backend, soc_version, hbm_bytes, core_count."""
+    return [_C.device_info(i) for i in range(_C.device_count())]
+
+
+def memory_stats(device_id=0):
+    """Bytes in_use, peak, limit and the live (num_allocs) and total_allocs allocation counts."""
+    return _C.memory_stats(device_id)
+
+
+def reset_peak_memory(device_id=0):
+    """Restarts the high-water mark `peak` at the current `in_use`."""
+    _C.reset_peak_memory(device_id)
+
+
+def counters():
+    """What the executor really ran: models_loaded, models_run, kernels_executed."""
+    return _C.counters()
+
+
+def reset_counters():
+    """Sets the executor counters to zero."""
+    _C.reset_counters()
