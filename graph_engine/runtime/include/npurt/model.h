@@ -26,7 +26,8 @@ struct TensorDesc {
   uint64_t nbytes = 0;
 };
 
-class CompiledModel {
+// Exported from libnpu_runtime (built with hidden visibility) for the plugin and Python.
+class NPURT_API CompiledModel {
  public:
   virtual ~CompiledModel() = default;
   // Parses and validates `data` (magic, version, checksum), instantiates every kernel and
@@ -47,6 +48,9 @@ class CompiledModel {
   virtual Status Run(npurtStream stream, const std::vector<const void*>& inputs,
                      const std::vector<void*>& outputs) = 0;
 };
+
+// Names of the kernels this runtime implements (TF op types and GE kernels), sorted.
+NPURT_API std::vector<std::string> RegisteredKernels();
 
 }  // namespace npu
 

@@ -1,0 +1,136 @@
+"""compile_model: a compile request (a NodeDef) -> a compiled model (bytes).
+
+The request is a serialized tensorflow.NodeDef with attr `_input_shapes` (list(shape), concrete):
+  * op NpuGraphOp: compiles its `cluster` body (a GraphDef with _Arg/_Retval), one input
+    shape per _Arg, with the `options` JSON captured at partition time;
+  * any other op (eager): the node itself; attrs `_const_input_indices` (list(int)) and
+    `_const_inputs` (list(tensor)) give the compile-time-constant inputs by position; the other
+    inputs, in order, are the model inputs; all of the op's outputs are model outputs.
+    `_input_shapes` has one shape per op input (constant ones included) or one per model input.
+Results are cached by (request hash, options fingerprint).
+"""
+import collections
+import hashlib
+import json
+import threading
+
+from tensorflow.core.framework import node_def_pb2
+
+from graph_engine.compiler import attrs as attr_util
+from graph_engine.compiler import model_format, options
+from graph_engine.compiler.errors import CompileError
+from graph_engine.compiler.graph import Graph
+from graph_engine.compiler.graphdef import import_graph_def
+from graph_engine.compiler.node import Node
+from graph_engine.compiler.pass_manager import Compilation
+from graph_engine.compiler.pipeline import pipeline
+from graph_engine.compiler.signature import signature
+
+CACHE_SIZE = 256
+_cache = collections.OrderedDict()
+_lock = threading.Lock()
+
+
+def _input_shapes(nd):
+    if "_input_shapes" not in nd.attr:
+        raise CompileError("compile request lacks attr _input_shapes (one concrete shape per "
+                           "input)", nd.name, nd.op)
+    shapes = attr_util.to_python(nd.attr["_input_shapes"])
+    for i, s in enumerate(shapes):
+        if s is None or any(d < 0 for d in s):
+            raise CompileError(f"_input_shapes[{i}] = {s} is not a concrete shape", nd.name, nd.op)
+    return [tuple(s) for s in shapes]
+
+
+def _cluster_compilation(nd, shapes, opts):
+    if "cluster" not in nd.attr:
+        raise CompileError("NpuGraphOp lacks its cluster attr", nd.name, nd.op)
+    body = import_graph_def(nd.attr["cluster"].s)
+    n_args = len(body.args())
+    if len(shapes) != n_args:
+        raise CompileError(f"_input_shapes has {len(shapes)} shapes, the cluster has {n_args} "
+                           f"inputs", nd.name, nd.op)
+    if "options" in nd.attr and nd.attr["options"].s:
+        opts = json.loads(nd.attr["options"].s)
+    name = nd.attr["cluster_name"].s.decode() if "cluster_name" in nd.attr else nd.name
+    return Compilation(name=name, graph=body, input_shapes=shapes, options=opts)
+
+
+def _eager_compilation(nd, shapes, opts):
+    """One op as a graph: constant inputs become Consts, the others _Args, outputs _Retvals."""
+    sig = signature(nd.op, nd.attr)
+    if sig is None:
+        raise CompileError(f"op {nd.op} is not known to TensorFlow in this process", nd.name,
+                           nd.op)
+    const_idx = list(attr_util.to_python(nd.attr["_const_input_indices"])) \
+        if "_const_input_indices" in nd.attr else []
+    const_val = list(nd.attr["_const_inputs"].list.tensor) if "_const_inputs" in nd.attr else []
+    if len(const_idx) != len(const_val):
+        raise CompileError(f"_const_input_indices has {len(const_idx)} entries but "
+                           f"_const_inputs {len(const_val)}", nd.name, nd.op)
+    n_in = len(sig.input_names)
+    if any(not 0 <= i < n_in for i in const_idx):
+        raise CompileError(f"_const_input_indices {const_idx} out of range for {n_in} inputs",
+                           nd.name, nd.op)
+    n_model = n_in - len(set(const_idx))
+    if len(shapes) not in (n_in, n_model):
+        raise CompileError(f"_input_shapes has {len(shapes)} shapes; op {nd.op} here has {n_in} "
+                           f"inputs ({n_model} non-constant)", nd.name, nd.op)
+    g = Graph()
+    consts = dict(zip(const_idx, const_val))
+    name = nd.name or nd.op
+    inputs, arg_shapes = [], []
+    for i, (arg, dtype) in enumerate(zip(sig.input_names, sig.input_dtypes)):
+        if i in consts:
+            node = g.add(Node(f"{name}/{arg}_{i}", "Const", output_dtypes=[consts[i].dtype],
+                              attrs={"dtype": attr_util.make(type=consts[i].dtype),
+                                     "value": attr_util.make(tensor=consts[i])}))
+        else:
+            node = g.add(Node(f"{name}/{arg}_{i}", "_Arg", output_dtypes=[dtype],
+                              attrs={"T": attr_util.make(type=dtype),
+                                     "index": attr_util.make(len(arg_shapes))}))
+            arg_shapes.append(shapes[i] if len(shapes) == n_in else shapes[len(arg_shapes)])
+        inputs.append(node.outputs[0])
+    op_node = g.add(Node(name, nd.op, device="", output_dtypes=sig.output_dtypes, inputs=inputs,
+                         attrs={k: v for k, v in nd.attr.items() if not k.startswith("_")}))
+    for i, v in enumerate(op_node.outputs):
+        g.add(Node(f"{name}/_retval_{i}", "_Retval", inputs=[v],
+                   attrs={"T": attr_util.make(type=v.dtype), "index": attr_util.make(i)}))
+    return Compilation(name=name, graph=g, input_shapes=arg_shapes, options=opts,
+                       source="eager op")
+
+
+def compilation_for(nodedef_bytes, opts=None):
+    """The Compilation (not yet run) for a request."""
+    nd = node_def_pb2.NodeDef()
+    try:
+        nd.ParseFromString(bytes(nodedef_bytes))
+    except Exception as e:
+        raise CompileError(f"compile request is not a serialized tensorflow.NodeDef: {e}") from None
+    opts = options.current() if opts is None else opts
+    shapes = _input_shapes(nd)
+    if nd.op == "NpuGraphOp":
+        return _cluster_compilation(nd, shapes, opts)
+    return _eager_compilation(nd, shapes, opts)
+
+
+def compile_model(nodedef_bytes) -> bytes:
+    nodedef_bytes = bytes(nodedef_bytes)
+    opts = options.current()
+    key = (hashlib.sha256(nodedef_bytes).hexdigest(), options.fingerprint(opts))
+    with _lock:
+        if key in _cache:
+            _cache.move_to_end(key)
+            return _cache[key]
+    c = pipeline().run(compilation_for(nodedef_bytes, opts))
+    data = model_format.serialize(c.model)
+    with _lock:
+        _cache[key] = data
+        while len(_cache) > CACHE_SIZE:
+            _cache.popitem(last=False)
+    return data
+
+
+def clear_cache():
+    with _lock:
+        _cache.clear()

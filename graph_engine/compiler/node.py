@@ -1,0 +1,49 @@
+"""A node of the GE graph IR and the values it produces.
+
+A Node mirrors a tensorflow.NodeDef: op type, device, attrs (AttrValue protos, kept for a
+lossless export), data inputs (Values of other nodes) and control inputs (Nodes). Each output is
+a Value with a dtype and, once shape inference ran, a static shape and possibly a known constant.
+"""
+from graph_engine.compiler import attrs as attr_util
+
+
+class Value:
+    """Output `index` of `node`."""
+    __slots__ = ("node", "index", "dtype", "shape", "const")
+
+    def __init__(self, node, index, dtype=None):
+        self.node, self.index, self.dtype = node, index, dtype
+        self.shape = None        # tuple of ints once inferred
+        self.const = None        # numpy array when the value is known at compile time
+
+    @property
+    def ref(self):
+        """The TF input string that names this value."""
+        return self.node.name if self.index == 0 else f"{self.node.name}:{self.index}"
+
+    def __repr__(self):
+        return f"Value({self.ref}, dtype={self.dtype}, shape={self.shape})"
+
+
+class Node:
+    def __init__(self, name, op, *, device="", attrs=None, inputs=(), control_inputs=(),
+                 output_dtypes=(), extras=None):
+        self.name, self.op, self.device = name, op, device
+        self.attrs = dict(attrs or {})            # name -> AttrValue proto
+        self.inputs = list(inputs)                # Values
+        self.control_inputs = list(control_inputs)  # Nodes
+        self.outputs = [Value(self, i, t) for i, t in enumerate(output_dtypes)]
+        self.extras = extras                      # NodeDef with experimental_* fields, or None
+
+    def attr(self, name, default=None):
+        av = self.attrs.get(name)
+        return default if av is None else attr_util.to_python(av)
+
+    def set_attr(self, name, value=None, **kind):
+        self.attrs[name] = attr_util.make(value, **kind)
+
+    def python_attrs(self):
+        return {k: attr_util.to_python(v) for k, v in self.attrs.items()}
+
+    def __repr__(self):
+        return f"Node({self.name!r}, {self.op}, in={[v.ref for v in self.inputs]})"

@@ -1,0 +1,115 @@
+"""partition_graph: a placed GraphDef (as Grappler hands it to the plugin) -> the same graph with
+every NPU cluster replaced by one NpuGraphOp node.
+
+Steps: import -> DAG order (while-loop back edges set aside) -> control-flow contexts ->
+per-node classification (candidates.py) -> maximal acyclic clusters (clusters.py) -> rewrite
+(rewrite.py) -> report (reports.py). Nodes marked `_npu_preserve` (Grappler's fetch and
+preserved nodes, marked by the plugin) keep their names and stay outside clusters; the mark is
+removed from the output. A graph with nothing (new) to cluster comes back unchanged.
+"""
+from graph_engine.compiler import options, reports
+from graph_engine.compiler.errors import CompileError
+from graph_engine.compiler.graphdef import export_graph_def, import_graph_def
+from graph_engine.compiler.partition import candidates, dag, rewrite
+from graph_engine.compiler.partition.clusters import form_clusters
+from graph_engine.compiler.partition.contexts import MIXED, control_contexts
+
+TRIVIAL_REASON = "its cluster would only hold ops that compute nothing; not worth a launch"
+
+
+def _placement(node):
+    kind = candidates.device_type(node.device)
+    return reports.NPU_UNCLUSTERED if kind == "NPU" else (kind.lower() or "unplaced")
+
+
+def partition(g):
+    """Rewrites Graph `g` in place; returns (changed, PartitionReport)."""
+    try:
+        topo = dag.order(g)
+    except ValueError as e:
+        raise CompileError(f"cannot partition: {e}") from None
+    ctx = control_contexts(g, topo)
+    reasons, clusterable = {}, set()
+    for n in topo:
+        ok, reason = candidates.classify(n)
+        if ok and ctx[n] is MIXED:
+            ok, reason = False, "mixes values of different control-flow contexts"
+        if ok and any(v.dtype is None for v in n.inputs):
+            ok, reason = False, "reads a value of unknown dtype (op unknown to this process)"
+        (clusterable.add(n) if ok else reasons.__setitem__(n, reason))
+    cloneable = {n for n in topo if n.op == "Const" and candidates.unsupported_reason(n) is None}
+    clusters, trivial = form_clusters(topo, clusterable, ctx, cloneable)
+    for members in trivial:
+        reasons.update(dict.fromkeys(members, TRIVIAL_REASON))
+
+    original = list(g.nodes.values())
+    placed = {}                                    # node -> cluster name
+    if clusters:
+        placed = _rewrite(g, clusters, topo, cloneable)
+    preserved = [n for n in g if candidates.PRESERVE_ATTR in n.attrs]
+    for n in preserved:
+        del n.attrs[candidates.PRESERVE_ATTR]
+
+    entries = []
+    for n in original:
+        if n.op == "NpuGraphOp":
+            entries.append(reports.NodeReport(n.name, n.op, n.device, reports.NPU, n.name,
+                                              "already an NPU cluster"))
+        elif n in placed:
+            reason = "constant copied into the cluster" if n.op == "Const" else None
+            entries.append(reports.NodeReport(n.name, n.op, n.device, reports.NPU, placed[n],
+                                              reason))
+        else:
+            entries.append(reports.NodeReport(n.name, n.op, n.device, _placement(n), None,
+                                              reasons.get(n)))
+    cluster_members = {}
+    for n, name in placed.items():
+        if n.op != "Const":
+            cluster_members.setdefault(name, []).append(n.name)
+    report = reports.new_report(entries, cluster_members)
+    return bool(clusters or preserved), report
+
+
+def _rewrite(g, clusters, topo, cloneable):
+    order = {n: i for i, n in enumerate(topo)}
+    users = g.data_consumers()
+    opts = options.to_json(options.current())
+    value_map, node_map, placed, cloned = {}, {}, {}, {}
+    k = 0
+    for members in sorted(clusters, key=lambda m: order[m[0]]):
+        while f"npu_cluster_{k}" in g.nodes:
+            k += 1
+        name = f"npu_cluster_{k}"
+        k += 1
+        node, outputs, clones = rewrite.replace_cluster(g, members, name, opts, users, cloneable)
+        g.add(node)                     # reserves the name for the next cluster
+        value_map.update(outputs)
+        node_map.update(dict.fromkeys(members, node))
+        placed.update(dict.fromkeys(members, name))
+        for c in clones:
+            cloned.setdefault(c, name)
+    for members in clusters:
+        for n in members:
+            g.remove(n)
+    for n in g:
+        n.inputs = [value_map.get(v, v) for v in n.inputs]
+        controls = []
+        for p in n.control_inputs:
+            p = node_map.get(p, p)
+            if p is not n and p not in controls:
+                controls.append(p)
+        n.control_inputs = controls
+    still_used = {v.node for n in g for v in n.inputs} | {p for n in g for p in n.control_inputs}
+    for c, name in cloned.items():
+        if c not in still_used and candidates.PRESERVE_ATTR not in c.attrs:
+            g.remove(c)
+            placed[c] = name
+    return placed
+
+
+def partition_graph(graphdef_bytes) -> bytes:
+    g = import_graph_def(graphdef_bytes)
+    changed, _ = partition(g)
+    if not changed:
+        return bytes(graphdef_bytes)
+    return export_graph_def(g).SerializeToString()

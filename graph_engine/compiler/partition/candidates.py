@@ -1,0 +1,77 @@
+"""Which nodes may join an NPU cluster, and why the others may not (the report's reasons)."""
+from graph_engine import ops
+from graph_engine.compiler import dtypes as dt
+from graph_engine.compiler.signature import DT_RESOURCE, DT_STRING, DT_VARIANT, signature
+
+PRESERVE_ATTR = "_npu_preserve"
+
+# Ops that stay TF ops whatever their device, with the reason shown to users.
+_STAYS_IN_TF = {
+    **dict.fromkeys(("_Arg", "_Retval", "Placeholder", "PlaceholderWithDefault",
+                     "_DeviceArg", "_DeviceRetval"), "graph input/output stays in TF"),
+    **dict.fromkeys(("_Send", "_Recv", "_HostSend", "_HostRecv"), "transfer op stays in TF"),
+    **dict.fromkeys(("Switch", "RefSwitch", "Merge", "RefMerge", "Enter", "RefEnter", "Exit",
+                     "RefExit", "NextIteration", "RefNextIteration", "LoopCond", "If",
+                     "StatelessIf", "While", "StatelessWhile", "Case", "StatelessCase",
+                     "ControlTrigger"), "control-flow op stays in TF"),
+    **dict.fromkeys(("PartitionedCall", "StatefulPartitionedCall", "SymbolicGradient"),
+                    "function call stays in TF"),
+    "NoOp": "control-only op stays in TF",
+    "NpuGraphOp": "already an NPU cluster",
+}
+
+
+def device_type(device):
+    """'NPU' for '/job:localhost/replica:0/task:0/device:NPU:0', '' when unplaced."""
+    for part in device.split("/"):
+        if part.startswith("device:"):
+            part = part[len("device:"):]
+        kind, sep, index = part.rpartition(":")
+        if sep and index.isdigit() and kind and kind.upper() == kind:
+            return kind
+    return ""
+
+
+def unsupported_reason(node):
+    """Why the NPU cannot run `node` (None when it can): op, dtype or value-kind reasons."""
+    if node.op in _STAYS_IN_TF:
+        return _STAYS_IN_TF[node.op]
+    sig = signature(node.op, node.attrs)
+    if sig is not None:
+        kinds = set(sig.input_dtypes) | set(sig.output_dtypes)
+        if DT_RESOURCE in kinds:
+            return "resource op stays in TF"
+        if DT_STRING in kinds or DT_VARIANT in kinds:
+            return "string/variant values stay in TF"
+        if sig.is_ref:
+            return "reference-typed (TF1 variable) op stays in TF"
+    op = ops.get(node.op)
+    if op is None:
+        return f"op {node.op} has no NPU implementation"
+    if node.op != "Const":
+        reason = op.unsupported_dtype(node.python_attrs())
+        if reason:
+            return reason
+    for v in node.outputs:
+        if v.dtype is not None and v.dtype not in _NPU_DTYPES:
+            return f"dtype {dt.name(v.dtype)} not supported for op {node.op}"
+    return None
+
+
+_NPU_DTYPES = set(ops.ALL)
+
+
+def classify(node):
+    """(clusterable, reason); reason None for clusterable nodes."""
+    if node.attr(PRESERVE_ATTR):
+        return False, "kept by Grappler (fetch or preserved node)"
+    reason = unsupported_reason(node)
+    kind = device_type(node.device)
+    if kind != "NPU":
+        return False, reason or (f"placed on {kind} by TensorFlow/user" if kind
+                                 else "not placed on a device")
+    if reason:
+        return False, reason
+    if node.op == "Const":
+        return False, "constant: copied into the clusters that read it"
+    return True, None

@@ -1,0 +1,88 @@
+"""Edge contraction on a DAG that stays acyclic: the partitioner's cycle check.
+
+Nodes are ints. A dynamic topological order (Pearce & Kelly) makes "does another path lead
+from a to b?" a search bounded to the ranks between a and b. Contracting a -> b merges b into
+a unless such a path exists: then the merged node would sit on a cycle.
+"""
+
+
+class GraphCycles:
+    def __init__(self, n):
+        self.rank = list(range(n))          # callers add edges in a topological numbering
+        self.out = [set() for _ in range(n)]
+        self.inn = [set() for _ in range(n)]
+
+    def add_edge(self, x, y):
+        """Adds x -> y; False (and no edge) if it would close a cycle."""
+        if x == y:
+            return False
+        if y in self.out[x]:
+            return True
+        self.out[x].add(y)
+        self.inn[y].add(x)
+        if self.rank[x] < self.rank[y]:
+            return True
+        forward = self._search(y, self.out, lambda n: self.rank[n] < self.rank[x], stop=x)
+        if forward is None:
+            self.out[x].discard(y)
+            self.inn[y].discard(x)
+            return False
+        backward = self._search(x, self.inn, lambda n: self.rank[n] > self.rank[y])
+        self._reorder(backward, forward)
+        return True
+
+    def remove_edge(self, x, y):
+        self.out[x].discard(y)
+        self.inn[y].discard(x)
+
+    def reachable(self, x, y):
+        """Is there a path x -> ... -> y?"""
+        if self.rank[x] > self.rank[y]:
+            return False
+        return self._search(x, self.out, lambda n: self.rank[n] <= self.rank[y], stop=y) is None
+
+    def contract(self, a, b):
+        """Merges b into a along the edge a -> b, unless another a ~> b path exists."""
+        self.remove_edge(a, b)
+        if self.reachable(a, b):
+            self.add_edge(a, b)
+            return False
+        self._move_edges(b, a)
+        return True
+
+    def merge(self, a, b):
+        """Merges b into a when no path connects them either way (siblings)."""
+        if self.reachable(a, b) or self.reachable(b, a):
+            return False
+        self._move_edges(b, a)
+        return True
+
+    def _move_edges(self, b, a):
+        # Cannot close a cycle: that would need a path between a and b besides the contracted
+        # edge, which the callers ruled out.
+        for p in list(self.inn[b]):
+            self.remove_edge(p, b)
+            self.add_edge(p, a)
+        for s in list(self.out[b]):
+            self.remove_edge(b, s)
+            self.add_edge(a, s)
+
+    def _search(self, start, edges, within, stop=None):
+        """Nodes reachable from `start` through nodes satisfying `within`; None if `stop` is."""
+        seen, stack = {start}, [start]
+        while stack:
+            n = stack.pop()
+            for m in edges[n]:
+                if m == stop:
+                    return None
+                if m not in seen and within(m):
+                    seen.add(m)
+                    stack.append(m)
+        return seen
+
+    def _reorder(self, backward, forward):
+        """Gives `backward` (must come first) and then `forward` their pooled ranks in order."""
+        nodes = sorted(backward, key=self.rank.__getitem__) + \
+            sorted(forward, key=self.rank.__getitem__)
+        for n, r in zip(nodes, sorted(self.rank[n] for n in nodes)):
+            self.rank[n] = r

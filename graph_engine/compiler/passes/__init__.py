@@ -1,0 +1,1 @@
+"""Compiler passes, one per module; pipeline.py puts them in order."""

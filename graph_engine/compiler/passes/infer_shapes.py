@@ -1,0 +1,90 @@
+"""Shape inference with concrete shapes, and value inference: every value gets its static
+shape, and a constant value where it is computable at compile time (Const, Shape/Size/Rank of a
+static shape, any foldable op whose inputs are all known and whose result is small).
+fold_constants then turns the known values into Const nodes."""
+import numpy as np
+
+from graph_engine import ops
+from graph_engine.compiler import dtypes as dt
+from graph_engine.compiler.errors import CompileError
+from graph_engine.compiler.kernel_attrs import kernel_attrs, split_inputs
+
+FOLD_LIMIT_BYTES = 1 << 20     # bigger results are computed at run time, not stored
+
+
+def _nbytes(shape, dtype):
+    return int(np.prod(shape)) * dt.itemsize(dtype)
+
+
+def _set(node, shapes, consts=None):
+    if len(shapes) != len(node.outputs):
+        raise CompileError(f"shape function gave {len(shapes)} outputs, the op has "
+                           f"{len(node.outputs)}", node.name, node.op)
+    for i, (v, s) in enumerate(zip(node.outputs, shapes)):
+        v.shape = tuple(int(d) for d in s)
+        if consts is not None:
+            v.const = np.asarray(consts[i], dt.numpy_dtype(v.dtype))
+            if v.const.shape != v.shape:
+                raise CompileError(f"output {i}: computed shape {list(v.const.shape)} differs "
+                                   f"from inferred {list(v.shape)}", node.name, node.op)
+
+
+def _structural(node, c):
+    """_Arg, _Retval, Const, Placeholder, NoOp: True if handled."""
+    if node.op == "_Arg":
+        i = node.attr("index")
+        if i >= len(c.input_shapes) or c.input_shapes[i] is None:
+            raise CompileError(f"no concrete shape given for input {i} "
+                               f"({len(c.input_shapes)} input shapes)", node.name, node.op)
+        _set(node, [c.input_shapes[i]])
+    elif node.op == "Placeholder":
+        shape = node.attr("shape")
+        if shape is None or any(d < 0 for d in shape):
+            raise CompileError(f"placeholder shape {shape} is not fully defined", node.name,
+                               node.op)
+        _set(node, [shape])
+    elif node.op == "Const":
+        value = node.attr("value")
+        _set(node, [value.shape], [value])
+    elif node.op in ("_Retval", "NoOp"):
+        pass
+    else:
+        return False
+    return True
+
+
+def infer_node(node, c):
+    if _structural(node, c):
+        return
+    op = ops.get(node.op)
+    if op is None:
+        raise CompileError(f"op {node.op} has no NPU implementation", node.name, node.op)
+    reason = op.unsupported_dtype(node.python_attrs())
+    if reason:
+        raise CompileError(reason, node.name, node.op)
+    for v in node.inputs:
+        if v.shape is None:
+            raise CompileError(f"input {v.ref} has no inferred shape", node.name, node.op)
+    try:
+        attrs = kernel_attrs(node, op)
+        data = split_inputs(node, op)[0]
+        shapes = [v.shape for v in data]
+        out_dtypes = [v.dtype for v in node.outputs]
+        out_shapes = op.shapes(shapes, attrs)
+        known = None
+        # Ops without a runtime kernel fold whatever their size; others only when small.
+        if not op.runtime_kernel or \
+                sum(_nbytes(s, t) for s, t in zip(out_shapes, out_dtypes)) <= FOLD_LIMIT_BYTES:
+            known = op.value_from_shapes(shapes, attrs, out_dtypes)
+            if known is None and op.foldable and all(v.const is not None for v in data):
+                known = ops.evaluate(op, [v.const for v in data], attrs, out_dtypes)
+        _set(node, out_shapes, known)
+    except CompileError:
+        raise
+    except (ValueError, TypeError, KeyError, IndexError) as e:
+        raise CompileError(str(e), node.name, node.op) from None
+
+
+def run(c):
+    for node in c.graph.topo_order():
+        infer_node(node, c)

@@ -1,0 +1,62 @@
+"""The last pass: the lowered, planned program becomes a compiled model
+(docs/compiled_model_format.md) with its metadata JSON."""
+import json
+
+import numpy as np
+
+from graph_engine.compiler import dtypes as dt
+from graph_engine.compiler import model_format as mf
+from graph_engine.compiler.passes.plan_memory import nbytes
+
+COMPILER_VERSION = "0.1.0"
+
+
+def _desc(name, v):
+    return {"name": name, "dtype": dt.name(v.dtype), "shape": list(v.shape)}
+
+
+def build_model(c) -> mf.Model:
+    p, plan = c.program, c.plan
+    ids, values, blob = {}, [], bytearray()
+
+    def add(v):
+        if v in ids:
+            return ids[v]
+        kind = plan.kind[v]
+        where = plan.where.get(v, 0)
+        if kind == mf.Kind.CONST:
+            blob.extend(b"\0" * (-len(blob) % mf.CONST_ALIGNMENT))
+            where = len(blob)
+            blob.extend(np.ascontiguousarray(v.const, dt.numpy_dtype(v.dtype)).tobytes())
+        ids[v] = len(values)
+        values.append(mf.Value(dtype=v.dtype, dims=tuple(v.shape), nbytes=nbytes(v), kind=kind,
+                               where=where))
+        return ids[v]
+
+    inputs = [add(v) for v in p.inputs]
+    for v in p.constants:
+        add(v)
+    kernels = [mf.Kernel(k.kernel, k.node, [add(v) for v in k.inputs],
+                         [add(v) for v in k.outputs], k.attrs) for k in p.kernels]
+    outputs = [add(v) for v in p.outputs]
+    metadata = {
+        "compiler": f"graph_engine {COMPILER_VERSION}",
+        "name": c.name,
+        "source": c.source,
+        "options": c.options,
+        "inputs": [_desc(n, v) for n, v in zip(p.input_names, p.inputs)],
+        "outputs": [_desc(n, v) for n, v in zip(p.output_names, p.outputs)],
+        "kernels": [k.kernel for k in p.kernels],
+        "arena_bytes": plan.arena_bytes,
+        "live_bytes_lower_bound": plan.lower_bound_bytes,
+        "no_reuse_bytes": plan.no_reuse_bytes,
+        "const_bytes": len(blob),
+        "passes": c.log,
+    }
+    return mf.Model(name=c.name, values=values, kernels=kernels, inputs=inputs, outputs=outputs,
+                    arena_bytes=plan.arena_bytes, const_blob=bytes(blob),
+                    metadata=json.dumps(metadata, default=str))
+
+
+def run(c):
+    c.model = build_model(c)

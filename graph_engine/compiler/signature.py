@@ -1,0 +1,81 @@
+"""Input and output signatures of TF ops: arg names and dtypes, expanded for list args
+(ShapeN's N, ConcatV2's N, IdentityN's T list ...), from TF's op registry or, for function
+calls, the graph's function library."""
+import dataclasses
+
+from tensorflow.core.framework import op_def_pb2, types_pb2
+
+from graph_engine.compiler import attrs as attr_util
+
+DT_RESOURCE, DT_VARIANT, DT_STRING = types_pb2.DT_RESOURCE, types_pb2.DT_VARIANT, types_pb2.DT_STRING
+
+
+@dataclasses.dataclass
+class Signature:
+    input_names: list        # one arg name per input position
+    input_dtypes: list       # DataType per input position (None where unknown)
+    output_dtypes: list
+    is_ref: bool = False     # has reference-typed args (TF1 variables)
+    input_type_attrs: list = None    # the type attr that sets each input's dtype, or None
+    output_type_attrs: list = None
+
+
+def npu_graph_op_def():
+    """The interface of NpuGraphOp, the node that replaces a cluster. The TF plugin registers
+    the op with this signature; this copy lets the compiler read graphs without the plugin."""
+    od = op_def_pb2.OpDef(name="NpuGraphOp")          # as tf_plugin_cc/graph_op.cc registers it
+    od.input_arg.add(name="args", type_list_attr="Tin")
+    od.output_arg.add(name="results", type_list_attr="Tout")
+    for name, kind in (("Tin", "list(type)"), ("Tout", "list(type)"), ("cluster", "string"),
+                       ("cluster_name", "string"), ("options", "string")):
+        od.attr.add(name=name, type=kind)
+    return od
+
+
+def op_def(op_type, library=None):
+    """The OpDef of `op_type`: TF's registry, else a function of `library`, else None."""
+    from tensorflow.python.framework import op_def_registry
+    found = op_def_registry.get(op_type)
+    if found is None and op_type == "NpuGraphOp":
+        return npu_graph_op_def()
+    if found is None and library is not None:
+        for f in library.function:
+            if f.signature.name == op_type:
+                return f.signature
+    return found
+
+
+def _expand(args, attrs, defaults):
+    def attr(name):
+        if name in attrs:
+            return attr_util.to_python(attrs[name])
+        return defaults.get(name)
+
+    names, types, type_attrs, is_ref = [], [], [], False
+    for arg in args:
+        is_ref |= arg.is_ref
+        if arg.number_attr:
+            n = attr(arg.number_attr) or 0
+            t = arg.type or attr(arg.type_attr)
+            items = [t] * n
+        elif arg.type_list_attr:
+            items = list(attr(arg.type_list_attr) or [])
+        else:
+            items = [arg.type or attr(arg.type_attr)]
+        names += [arg.name] * len(items)
+        types += items
+        type_attrs += [None if arg.type else arg.type_attr or None] * len(items)
+    return names, types, type_attrs, is_ref
+
+
+def signature(op_type, attrs, library=None):
+    """The Signature of a node with `op_type` and `attrs` (AttrValue protos), or None when the
+    op is unknown to this process."""
+    od = op_def(op_type, library)
+    if od is None:
+        return None
+    defaults = {a.name: attr_util.to_python(a.default_value) for a in od.attr
+                if a.HasField("default_value")}
+    in_names, in_types, in_attrs, ref_in = _expand(od.input_arg, attrs, defaults)
+    _, out_types, out_attrs, ref_out = _expand(od.output_arg, attrs, defaults)
+    return Signature(in_names, in_types, out_types, ref_in or ref_out, in_attrs, out_attrs)

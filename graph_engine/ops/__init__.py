@@ -1,0 +1,14 @@
+"""GE op registry: what the NPU implements, one small class per TF op (see base.py).
+
+    from graph_engine import ops
+    ops.get("MatMul")          # the op, or None
+    ops.registered()           # {name: op}
+
+supported_ops.json in this folder is generated from it (python -m graph_engine.compiler.supported_ops)
+and read by the TF plugin to register NPU kernels.
+"""
+from graph_engine.ops import (array, conv, elementwise, identity, matmul, nn, pool,  # noqa: F401
+                              reduction, shape)
+from graph_engine.ops.base import ALL, FLOAT, INDEX, INT, NUMBER, Op, evaluate, get, registered
+
+__all__ = ["ALL", "FLOAT", "INDEX", "INT", "NUMBER", "Op", "evaluate", "get", "registered"]

@@ -1,0 +1,121 @@
+"""The op registry: one small class per TF op the NPU implements.
+
+An op class declares what the partitioner, the compiler and the C++ plugin need to know:
+
+    type_attrs    allowed DataTypes per type attr ("T": FLOAT, ...)
+    const_inputs  input args that must be compile-time constants (shape, axis, perm ...); the
+                  compiler folds them into int-list kernel attrs named after the arg, and TF
+                  keeps them in host memory
+    shapes()      output shapes from the data-input shapes and the kernel attrs
+    compute()     the numpy reference: constant folding and the reference executor run it, and
+                  the C++ kernels are checked against it
+
+Both shapes() and compute() see exactly what a runtime kernel sees: the data inputs (const
+inputs removed) and the kernel attrs (TF attrs as plain Python values plus the const inputs as
+flat lists; see docs/compiled_model_format.md).
+"""
+import numpy as np
+
+from graph_engine.compiler import dtypes as dt
+
+FLOAT = (dt.DT_FLOAT, dt.DT_HALF, dt.DT_BFLOAT16)
+INT = (dt.DT_INT32, dt.DT_INT64)
+NUMBER = FLOAT + INT
+ALL = NUMBER + (dt.DT_BOOL,)
+BOOL = (dt.DT_BOOL,)
+INDEX = INT                          # Tidx, Tshape, out_type ...: index types
+
+_REGISTRY = {}
+
+
+class Op:
+    name = None              # TF op type; the class name unless set
+    type_attrs = {}          # type attr -> allowed DataTypes (a list(type) attr: each element)
+    const_inputs = ()        # input arg names folded into kernel attrs at compile time
+    trivial = False          # computes nothing (Identity, NoOp ...): not worth a cluster alone
+    foldable = True          # constant folding may evaluate it
+    widen = True             # compute float16/bfloat16 inputs in float32 (False: raw storage)
+    runtime_kernel = True    # False: compiled models never contain it (always folded/removed)
+
+    def shapes(self, shapes, attrs):
+        """Output shapes (tuples) from the data-input shapes and the kernel attrs."""
+        raise NotImplementedError(f"{self.name}: no shape function")
+
+    def compute(self, xs, attrs):
+        """numpy reference: data inputs -> an array or a list of arrays."""
+        raise NotImplementedError(f"{self.name}: no reference implementation")
+
+    def value_from_shapes(self, shapes, attrs, out_dtypes):
+        """Output values that follow from input shapes alone (Shape, Size ...), else None."""
+        return None
+
+    def unsupported_dtype(self, attrs):
+        """None if the node's type attrs are allowed, else the reason why not."""
+        for attr, allowed in self.type_attrs.items():
+            if attr not in attrs:
+                continue
+            got = attrs[attr]
+            for t in (got if isinstance(got, (list, tuple)) else [got]):
+                if t not in allowed:
+                    return (f"dtype {dt.name(t)} not supported for op {self.name} (attr {attr}; "
+                            f"allowed: {', '.join(dt.name(a) for a in allowed)})")
+        return None
+
+
+def register(cls):
+    """Class decorator: adds one instance of `cls` to the registry under its TF op name."""
+    cls.name = cls.__dict__.get("name") or cls.__name__
+    if cls.name in _REGISTRY:
+        raise ValueError(f"op {cls.name} registered twice")
+    _REGISTRY[cls.name] = cls()
+    return cls
+
+
+def get(op_type):
+    """The registered op, or None."""
+    return _REGISTRY.get(op_type)
+
+
+def registered():
+    """All registered ops by name, sorted."""
+    return dict(sorted(_REGISTRY.items()))
+
+
+# ---- helpers shared by the op files ---------------------------------------------------------
+
+def scalar(attrs, name):
+    """A const input that TF defines as a scalar (stored as a one-element list)."""
+    v = attrs[name]
+    return int(v[0]) if isinstance(v, (list, tuple, np.ndarray)) else int(v)
+
+
+def norm_axis(axis, rank, what="axis"):
+    if not -rank <= axis < max(rank, 1):
+        raise ValueError(f"{what} {axis} is out of range for rank {rank}")
+    return axis % rank if rank else 0
+
+
+def broadcast(*shapes):
+    try:
+        return tuple(np.broadcast_shapes(*[tuple(s) for s in shapes]))
+    except ValueError:
+        raise ValueError(f"shapes {' and '.join(str(list(s)) for s in shapes)} "
+                         f"are not broadcastable") from None
+
+
+def view_of(shape):
+    """A zero-byte array of `shape` (for shape functions that reuse numpy's indexing rules)."""
+    return np.broadcast_to(np.zeros((), np.int8), tuple(shape))
+
+
+def evaluate(op, xs, attrs, out_dtypes):
+    """Runs `op`'s reference with the NPU's numerics: float16/bfloat16 are storage types, so
+    inputs are widened to float32 and results rounded to the output dtype on store."""
+    narrow = (np.float16, dt.numpy_dtype(dt.DT_BFLOAT16))
+    wide = [x.astype(np.float32) if op.widen and x.dtype in narrow else x for x in xs]
+    with np.errstate(all="ignore"):      # inf/nan follow IEEE like the device does
+        out = op.compute(wide, attrs)
+    out = list(out) if isinstance(out, (list, tuple)) else [out]
+    if len(out) != len(out_dtypes):
+        raise ValueError(f"{op.name} produced {len(out)} outputs, expected {len(out_dtypes)}")
+    return [np.asarray(o).astype(dt.numpy_dtype(t), copy=False) for o, t in zip(out, out_dtypes)]

@@ -1,0 +1,165 @@
+"""2-D convolution, depthwise convolution, and their gradients (NHWC or NCHW; HWIO filters)."""
+import numpy as np
+
+from graph_engine.ops.base import FLOAT, Op, register
+from graph_engine.ops.spatial import Geometry, nhwc_shape
+
+
+def _conv_geometry(attrs, x_shape, f_shape, what):
+    if len(f_shape) != 4:
+        raise ValueError(f"{what}: filter must be 4-D [h, w, in, out], got {list(f_shape)}")
+    n, h, w, c = nhwc_shape(attrs, x_shape, what)
+    kh, kw, ci, co = f_shape
+    if ci != c:
+        raise ValueError(f"{what}: input has {c} channels but the filter expects {ci} "
+                         f"(grouped convolution is not supported)")
+    return Geometry(attrs, (h, w), (kh, kw), what), n, co
+
+
+@register
+class Conv2D(Op):
+    type_attrs = {"T": FLOAT}
+
+    def shapes(self, shapes, attrs):
+        g, n, co = _conv_geometry(attrs, shapes[0], shapes[1], self.name)
+        return [g.shape_out(n, co)]
+
+    def compute(self, xs, attrs):
+        x, f = xs
+        g, n, co = _conv_geometry(attrs, x.shape, f.shape, self.name)
+        xp = g.pad(g.to_nhwc(x))
+        y = np.zeros((n, *g.out, co), np.float32)
+        for kh, kw, index in g.taps():
+            y += xp[index] @ f[kh, kw]
+        return g.from_nhwc(y)
+
+
+@register
+class Conv2DBackpropInput(Op):
+    """d(loss)/d(input) of Conv2D: each tap's output gradient times the filter, scattered back."""
+    type_attrs = {"T": FLOAT}
+    const_inputs = ("input_sizes",)
+
+    def shapes(self, shapes, attrs):
+        f, dy = shapes
+        x_shape = tuple(int(d) for d in attrs["input_sizes"])
+        g, n, co = _conv_geometry(attrs, x_shape, f, self.name)
+        _check_out_backprop(self.name, g, n, co, dy)
+        return [x_shape]
+
+    def compute(self, xs, attrs):
+        f, dy = xs
+        x_shape = tuple(int(d) for d in attrs["input_sizes"])
+        g, n, co = _conv_geometry(attrs, x_shape, f.shape, self.name)
+        dy = g.to_nhwc(dy)
+        nhwc = nhwc_shape(attrs, x_shape, self.name)
+        dxp = g.pad(np.zeros(nhwc, np.float32))
+        for kh, kw, index in g.taps():
+            dxp[index] += dy @ f[kh, kw].T
+        return g.from_nhwc(g.crop(dxp))
+
+
+@register
+class Conv2DBackpropFilter(Op):
+    """d(loss)/d(filter) of Conv2D: per tap, input patches^T x output gradient."""
+    type_attrs = {"T": FLOAT}
+    const_inputs = ("filter_sizes",)
+
+    def shapes(self, shapes, attrs):
+        x, dy = shapes
+        f_shape = tuple(int(d) for d in attrs["filter_sizes"])
+        g, n, co = _conv_geometry(attrs, x, f_shape, self.name)
+        _check_out_backprop(self.name, g, n, co, dy)
+        return [f_shape]
+
+    def compute(self, xs, attrs):
+        x, dy = xs
+        f_shape = tuple(int(d) for d in attrs["filter_sizes"])
+        g, n, co = _conv_geometry(attrs, x.shape, f_shape, self.name)
+        xp = g.pad(g.to_nhwc(x))
+        dy2 = g.to_nhwc(dy).reshape(-1, co)
+        df = np.zeros(f_shape, np.float32)
+        for kh, kw, index in g.taps():
+            df[kh, kw] = xp[index].reshape(-1, f_shape[2]).T @ dy2
+        return df
+
+
+def _depthwise_geometry(attrs, x_shape, f_shape, what):
+    """Depthwise: filter [h, w, C, M]; output channel c*M + m sees only input channel c."""
+    if len(f_shape) != 4:
+        raise ValueError(f"{what}: filter must be 4-D [h, w, in, multiplier], got {list(f_shape)}")
+    n, h, w, c = nhwc_shape(attrs, x_shape, what)
+    if f_shape[2] != c:
+        raise ValueError(f"{what}: input has {c} channels but the filter expects {f_shape[2]}")
+    return Geometry(attrs, (h, w), f_shape[:2], what), n, c, f_shape[3]
+
+
+def _check_out_backprop(what, g, n, c_out, dy_shape):
+    if tuple(dy_shape) != g.shape_out(n, c_out):
+        raise ValueError(f"{what}: out_backprop {list(dy_shape)} does not match the "
+                         f"convolution output {list(g.shape_out(n, c_out))}")
+
+
+@register
+class DepthwiseConv2dNative(Op):
+    type_attrs = {"T": FLOAT}
+
+    def shapes(self, shapes, attrs):
+        g, n, c, m = _depthwise_geometry(attrs, shapes[0], shapes[1], self.name)
+        return [g.shape_out(n, c * m)]
+
+    def compute(self, xs, attrs):
+        x, f = xs
+        g, n, c, m = _depthwise_geometry(attrs, x.shape, f.shape, self.name)
+        xp = g.pad(g.to_nhwc(x))
+        y = np.zeros((n, *g.out, c, m), np.float32)
+        for kh, kw, index in g.taps():
+            y += xp[index][..., None] * f[kh, kw]
+        return g.from_nhwc(y.reshape(n, *g.out, c * m))
+
+
+@register
+class DepthwiseConv2dNativeBackpropInput(Op):
+    type_attrs = {"T": FLOAT}
+    const_inputs = ("input_sizes",)
+
+    def shapes(self, shapes, attrs):
+        f, dy = shapes
+        x_shape = tuple(int(d) for d in attrs["input_sizes"])
+        g, n, c, m = _depthwise_geometry(attrs, x_shape, f, self.name)
+        _check_out_backprop(self.name, g, n, c * m, dy)
+        return [x_shape]
+
+    def compute(self, xs, attrs):
+        f, dy = xs
+        x_shape = tuple(int(d) for d in attrs["input_sizes"])
+        g, n, c, m = _depthwise_geometry(attrs, x_shape, f.shape, self.name)
+        dy = g.to_nhwc(dy).reshape(n, *g.out, c, m)
+        dxp = g.pad(np.zeros(nhwc_shape(attrs, x_shape, self.name), np.float32))
+        for kh, kw, index in g.taps():
+            dxp[index] += (dy * f[kh, kw]).sum(axis=-1)
+        return g.from_nhwc(g.crop(dxp))
+
+
+@register
+class DepthwiseConv2dNativeBackpropFilter(Op):
+    type_attrs = {"T": FLOAT}
+    const_inputs = ("filter_sizes",)
+
+    def shapes(self, shapes, attrs):
+        x, dy = shapes
+        f_shape = tuple(int(d) for d in attrs["filter_sizes"])
+        g, n, c, m = _depthwise_geometry(attrs, x, f_shape, self.name)
+        _check_out_backprop(self.name, g, n, c * m, dy)
+        return [f_shape]
+
+    def compute(self, xs, attrs):
+        x, dy = xs
+        f_shape = tuple(int(d) for d in attrs["filter_sizes"])
+        g, n, c, m = _depthwise_geometry(attrs, x.shape, f_shape, self.name)
+        xp = g.pad(g.to_nhwc(x))
+        dy = g.to_nhwc(dy).reshape(n, *g.out, c, m)
+        df = np.zeros(f_shape, np.float32)
+        for kh, kw, index in g.taps():
+            df[kh, kw] = np.einsum("nijc,nijcm->cm", xp[index], dy)
+        return df

@@ -1,0 +1,246 @@
+"""Elementwise ops: unary math, binary arithmetic and comparisons (numpy broadcasting), logic,
+selection, AddN, Cast, Bitcast. Integer semantics follow TF: Div truncates, FloorDiv/FloorMod
+floor."""
+import numpy as np
+
+from graph_engine.compiler import dtypes as dt
+from graph_engine.ops.base import ALL, FLOAT, INT, NUMBER, Op, broadcast, register
+
+
+class Unary(Op):
+    type_attrs = {"T": FLOAT}
+    fn = None
+
+    def shapes(self, shapes, attrs):
+        return [shapes[0]]
+
+    def compute(self, xs, attrs):
+        return type(self).fn(xs[0])
+
+
+class Binary(Op):
+    type_attrs = {"T": NUMBER}
+    fn = None
+
+    def shapes(self, shapes, attrs):
+        return [broadcast(shapes[0], shapes[1])]
+
+    def compute(self, xs, attrs):
+        return type(self).fn(xs[0], xs[1])
+
+
+class Compare(Binary):
+    type_attrs = {"T": NUMBER}
+
+
+def _is_int(x):
+    return np.issubdtype(x.dtype, np.integer)
+
+
+@register
+class Neg(Unary): type_attrs = {"T": NUMBER}; fn = np.negative
+@register
+class Abs(Unary): type_attrs = {"T": NUMBER}; fn = np.abs
+@register
+class Sign(Unary): type_attrs = {"T": NUMBER}; fn = np.sign
+@register
+class Square(Unary): type_attrs = {"T": NUMBER}; fn = np.square
+@register
+class Exp(Unary): fn = np.exp
+@register
+class Log(Unary): fn = np.log
+@register
+class Log1p(Unary): fn = np.log1p
+@register
+class Sqrt(Unary): fn = np.sqrt
+@register
+class Rsqrt(Unary): fn = staticmethod(lambda x: 1 / np.sqrt(x))
+@register
+class Reciprocal(Unary): fn = staticmethod(lambda x: 1 / x)
+@register
+class Floor(Unary): fn = np.floor
+@register
+class Ceil(Unary): fn = np.ceil
+@register
+class Round(Unary): type_attrs = {"T": NUMBER}; fn = np.round   # half to even, like TF
+@register
+class Sin(Unary): fn = np.sin
+@register
+class Cos(Unary): fn = np.cos
+@register
+class IsNan(Unary): fn = np.isnan
+@register
+class IsInf(Unary): fn = np.isinf
+@register
+class IsFinite(Unary): fn = np.isfinite
+
+
+@register
+class LogicalNot(Unary):
+    type_attrs = {}
+    fn = np.logical_not
+
+
+@register
+class AddV2(Binary): fn = np.add
+@register
+class Add(Binary): fn = np.add
+@register
+class Sub(Binary): fn = np.subtract
+@register
+class Mul(Binary): fn = np.multiply
+@register
+class Maximum(Binary): fn = np.maximum
+@register
+class Minimum(Binary): fn = np.minimum
+@register
+class SquaredDifference(Binary): fn = staticmethod(lambda x, y: np.square(x - y))
+@register
+class RealDiv(Binary): type_attrs = {"T": FLOAT}; fn = np.true_divide
+
+
+@register
+class Pow(Binary):
+    fn = staticmethod(lambda x, y: np.power(x, y))
+
+
+@register
+class Div(Binary):
+    @staticmethod
+    def fn(x, y):
+        if _is_int(x):     # C semantics: truncate toward zero; x/0 is 0 rather than a trap
+            q = np.abs(x) // np.where(y == 0, 1, np.abs(y))
+            return np.where(y == 0, 0, np.sign(x) * np.sign(y) * q)
+        return x / y
+
+
+@register
+class DivNoNan(Binary):
+    type_attrs = {"T": FLOAT}
+
+    @staticmethod
+    def fn(x, y):
+        return np.where(y == 0, np.zeros((), x.dtype), x / np.where(y == 0, 1, y))
+
+
+@register
+class FloorDiv(Binary):
+    @staticmethod
+    def fn(x, y):
+        return np.floor_divide(x, y) if _is_int(x) else np.floor(x / y)
+
+
+@register
+class FloorMod(Binary):
+    fn = np.mod
+
+
+@register
+class Equal(Compare): type_attrs = {"T": ALL}; fn = np.equal
+@register
+class NotEqual(Compare): type_attrs = {"T": ALL}; fn = np.not_equal
+@register
+class Greater(Compare): fn = np.greater
+@register
+class GreaterEqual(Compare): fn = np.greater_equal
+@register
+class Less(Compare): fn = np.less
+@register
+class LessEqual(Compare): fn = np.less_equal
+@register
+class LogicalAnd(Binary): type_attrs = {}; fn = np.logical_and
+@register
+class LogicalOr(Binary): type_attrs = {}; fn = np.logical_or
+@register
+class BitwiseAnd(Binary): type_attrs = {"T": INT}; fn = np.bitwise_and
+@register
+class BitwiseOr(Binary): type_attrs = {"T": INT}; fn = np.bitwise_or
+@register
+class BitwiseXor(Binary): type_attrs = {"T": INT}; fn = np.bitwise_xor
+
+
+@register
+class SelectV2(Op):
+    """where(condition, t, e) with numpy broadcasting of all three."""
+    type_attrs = {"T": ALL}
+
+    def shapes(self, shapes, attrs):
+        return [broadcast(*shapes)]
+
+    def compute(self, xs, attrs):
+        return np.where(*xs)
+
+
+@register
+class Select(Op):
+    """Select v1: condition has the shape of t, or is a vector over t's first dimension."""
+    type_attrs = {"T": ALL}
+
+    def shapes(self, shapes, attrs):
+        c, t, e = shapes
+        if t != e:
+            raise ValueError(f"Select: t {list(t)} and e {list(e)} must have the same shape")
+        if c != t and not (len(c) == 1 and len(t) >= 1 and c[0] == t[0]):
+            raise ValueError(f"Select: condition {list(c)} must have shape {list(t)} or [{t[0]}]")
+        return [t]
+
+    def compute(self, xs, attrs):
+        c, t, e = xs
+        if c.shape != t.shape:
+            c = c.reshape(c.shape + (1,) * (t.ndim - 1))
+        return np.where(c, t, e)
+
+
+@register
+class AddN(Op):
+    type_attrs = {"T": NUMBER}
+
+    def shapes(self, shapes, attrs):
+        if any(s != shapes[0] for s in shapes):
+            raise ValueError(f"AddN: inputs must have equal shapes, got {[list(s) for s in shapes]}")
+        return [shapes[0]]
+
+    def compute(self, xs, attrs):
+        total = xs[0].copy()
+        for x in xs[1:]:
+            total += x
+        return total
+
+
+@register
+class Cast(Op):
+    type_attrs = {"SrcT": ALL, "DstT": ALL}
+
+    def shapes(self, shapes, attrs):
+        return [shapes[0]]
+
+    def compute(self, xs, attrs):
+        x, dst = xs[0], dt.numpy_dtype(attrs["DstT"])
+        if dst == np.bool_:
+            return x != 0
+        if np.issubdtype(dst, np.integer) and np.issubdtype(x.dtype, np.floating):
+            x = np.trunc(x)          # TF truncates toward zero
+        return x.astype(dst)
+
+
+@register
+class Bitcast(Op):
+    """Reinterprets storage bytes; a size change adds or removes the innermost dimension."""
+    type_attrs = {"T": NUMBER, "type": NUMBER}
+    widen = False
+
+    def shapes(self, shapes, attrs):
+        src, dst = dt.itemsize(attrs["T"]), dt.itemsize(attrs["type"])
+        s = tuple(shapes[0])
+        if src == dst:
+            return [s]
+        if src > dst:
+            return [s + (src // dst,)]
+        if not s or s[-1] != dst // src:
+            raise ValueError(f"Bitcast {dt.name(attrs['T'])} -> {dt.name(attrs['type'])} needs an "
+                             f"innermost dimension of {dst // src}, got shape {list(s)}")
+        return [s[:-1]]
+
+    def compute(self, xs, attrs):
+        out_shape = self.shapes([xs[0].shape], attrs)[0]
+        return np.ascontiguousarray(xs[0]).view(dt.numpy_dtype(attrs["type"])).reshape(out_shape)

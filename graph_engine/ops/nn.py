@@ -1,0 +1,171 @@
+"""Activations and their gradients, softmax, cross-entropy losses, BiasAdd/BiasAddGrad."""
+import numpy as np
+
+from graph_engine.ops.base import FLOAT, INT, Op, broadcast, register
+from graph_engine.ops.elementwise import Binary, Unary
+
+
+def _sigmoid(x):
+    e = np.exp(-np.abs(x))                       # never overflows
+    return np.where(x >= 0, 1 / (1 + e), e / (1 + e))
+
+
+@register
+class Relu(Unary): fn = staticmethod(lambda x: np.maximum(x, 0))
+@register
+class Relu6(Unary): fn = staticmethod(lambda x: np.clip(x, 0, 6))
+@register
+class Sigmoid(Unary): fn = staticmethod(_sigmoid)
+@register
+class Tanh(Unary): fn = np.tanh
+@register
+class Softplus(Unary): fn = staticmethod(lambda x: np.logaddexp(x, 0))
+@register
+class Softsign(Unary): fn = staticmethod(lambda x: x / (1 + np.abs(x)))
+
+
+@register
+class Elu(Unary):
+    fn = staticmethod(lambda x: np.where(x > 0, x, np.expm1(np.minimum(x, 0))))
+
+
+@register
+class LeakyRelu(Op):
+    type_attrs = {"T": FLOAT}
+
+    def shapes(self, shapes, attrs):
+        return [shapes[0]]
+
+    def compute(self, xs, attrs):
+        return np.where(xs[0] > 0, xs[0], xs[0] * np.float32(attrs.get("alpha", 0.2)))
+
+
+# Gradients: TF's argument order is (gradients, features) or, for the y-based ones, (y, dy).
+@register
+class ReluGrad(Binary): type_attrs = {"T": FLOAT}; fn = staticmethod(lambda g, x: g * (x > 0))
+@register
+class Relu6Grad(Binary):
+    type_attrs = {"T": FLOAT}
+    fn = staticmethod(lambda g, x: g * ((x > 0) & (x < 6)))
+@register
+class SigmoidGrad(Binary): type_attrs = {"T": FLOAT}; fn = staticmethod(lambda y, dy: dy * y * (1 - y))
+@register
+class TanhGrad(Binary): type_attrs = {"T": FLOAT}; fn = staticmethod(lambda y, dy: dy * (1 - y * y))
+@register
+class EluGrad(Binary):
+    type_attrs = {"T": FLOAT}
+    fn = staticmethod(lambda g, y: np.where(y > 0, g, g * (y + 1)))
+@register
+class RsqrtGrad(Binary): type_attrs = {"T": FLOAT}; fn = staticmethod(lambda y, dy: dy * -0.5 * y ** 3)
+@register
+class SqrtGrad(Binary): type_attrs = {"T": FLOAT}; fn = staticmethod(lambda y, dy: dy * 0.5 / y)
+@register
+class ReciprocalGrad(Binary): type_attrs = {"T": FLOAT}; fn = staticmethod(lambda y, dy: -dy * y * y)
+@register
+class SoftplusGrad(Binary): type_attrs = {"T": FLOAT}; fn = staticmethod(lambda g, x: g * _sigmoid(x))
+
+
+@register
+class LeakyReluGrad(Op):
+    type_attrs = {"T": FLOAT}
+
+    def shapes(self, shapes, attrs):
+        return [shapes[0]]
+
+    def compute(self, xs, attrs):
+        g, x = xs
+        return np.where(x > 0, g, g * np.float32(attrs.get("alpha", 0.2)))
+
+
+def _log_softmax(x):
+    shifted = x - x.max(axis=-1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+
+
+@register
+class Softmax(Unary):
+    fn = staticmethod(lambda x: np.exp(_log_softmax(x)))
+
+
+@register
+class LogSoftmax(Unary):
+    fn = staticmethod(_log_softmax)
+
+
+@register
+class SoftmaxCrossEntropyWithLogits(Op):
+    """(features [B, C], labels [B, C]) -> (loss [B], backprop [B, C]); the two broadcast."""
+    type_attrs = {"T": FLOAT}
+
+    def shapes(self, shapes, attrs):
+        out = broadcast(*shapes)
+        if len(out) != 2:
+            raise ValueError(f"logits and labels must be 2-D, got {[list(s) for s in shapes]}")
+        return [out[:1], out]
+
+    def compute(self, xs, attrs):
+        features, labels = np.broadcast_arrays(*xs)
+        log_p = _log_softmax(features)
+        return -(labels * log_p).sum(axis=-1), np.exp(log_p) - labels
+
+
+@register
+class SparseSoftmaxCrossEntropyWithLogits(Op):
+    """(features [B, C], labels [B] int) -> (loss [B], backprop [B, C]). A label outside
+    [0, C) gives NaN in its row (TF's GPU behaviour; its CPU kernel raises instead)."""
+    type_attrs = {"T": FLOAT, "Tlabels": INT}
+
+    def shapes(self, shapes, attrs):
+        f, l = shapes
+        if len(f) != 2 or tuple(l) != f[:1]:
+            raise ValueError(f"logits must be [batch, classes] and labels [batch], got "
+                             f"{list(f)} and {list(l)}")
+        return [f[:1], f]
+
+    def compute(self, xs, attrs):
+        features, labels = xs
+        n, classes = features.shape
+        log_p = _log_softmax(features)
+        valid = (labels >= 0) & (labels < classes)
+        safe = np.where(valid, labels, 0)
+        loss = -log_p[np.arange(n), safe]
+        backprop = np.exp(log_p)
+        backprop[np.arange(n), safe] -= 1
+        loss = np.where(valid, loss, np.nan)
+        backprop = np.where(valid[:, None], backprop, np.nan)
+        return loss, backprop
+
+
+def _channel_axis(attrs, rank):
+    return 1 if attrs.get("data_format", "NHWC").startswith("NC") and rank >= 3 else rank - 1
+
+
+@register
+class BiasAdd(Op):
+    type_attrs = {"T": FLOAT + INT}
+
+    def shapes(self, shapes, attrs):
+        v, b = shapes
+        axis = _channel_axis(attrs, len(v))
+        if len(b) != 1 or len(v) < 2 or v[axis] != b[0]:
+            raise ValueError(f"BiasAdd: bias {list(b)} must be a vector of the channel "
+                             f"dimension of value {list(v)}")
+        return [v]
+
+    def compute(self, xs, attrs):
+        v, b = xs
+        axis = _channel_axis(attrs, v.ndim)
+        return v + b.reshape((-1,) + (1,) * (v.ndim - 1 - axis))
+
+
+@register
+class BiasAddGrad(Op):
+    type_attrs = {"T": FLOAT + INT}
+
+    def shapes(self, shapes, attrs):
+        return [(shapes[0][_channel_axis(attrs, len(shapes[0]))],)]
+
+    def compute(self, xs, attrs):
+        g = xs[0]
+        axis = _channel_axis(attrs, g.ndim)
+        return g.sum(axis=tuple(a for a in range(g.ndim) if a != axis))

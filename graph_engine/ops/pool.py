@@ -1,0 +1,100 @@
+"""2-D max and average pooling and their gradients (NHWC or NCHW)."""
+import numpy as np
+
+from graph_engine.ops.base import FLOAT, Op, register
+from graph_engine.ops.spatial import Geometry, nhwc_shape, window_attrs
+
+
+def _pool_geometry(attrs, x_shape, what):
+    n, h, w, c = nhwc_shape(attrs, x_shape, what)
+    return Geometry(attrs, (h, w), window_attrs(attrs, what), what), n, c
+
+
+def _check_grad(what, g, n, c, grad_shape):
+    if tuple(grad_shape) != g.shape_out(n, c):
+        raise ValueError(f"{what}: grad {list(grad_shape)} does not match the pool output "
+                         f"{list(g.shape_out(n, c))}")
+
+
+def _avg_counts(g, n_h_w_c):
+    """How many real (non-padding) inputs each window covers: TF's average divisor."""
+    ones = g.pad(np.ones((1, *n_h_w_c[1:3], 1), np.float32))
+    return sum(ones[index] for _, _, index in g.taps())
+
+
+@register
+class MaxPool(Op):
+    type_attrs = {"T": FLOAT}
+
+    def shapes(self, shapes, attrs):
+        g, n, c = _pool_geometry(attrs, shapes[0], self.name)
+        return [g.shape_out(n, c)]
+
+    def compute(self, xs, attrs):
+        g, n, c = _pool_geometry(attrs, xs[0].shape, self.name)
+        xp = g.pad(g.to_nhwc(xs[0]), -np.inf)
+        return g.from_nhwc(np.maximum.reduce([xp[index] for _, _, index in g.taps()]))
+
+
+@register
+class MaxPoolGrad(Op):
+    """Each output gradient goes to the first maximum of its window (row-major), like TF."""
+    type_attrs = {"T": FLOAT}
+
+    def shapes(self, shapes, attrs):
+        g, n, c = _pool_geometry(attrs, shapes[0], self.name)
+        _check_grad(self.name, g, n, c, shapes[2])
+        return [shapes[0]]
+
+    def compute(self, xs, attrs):
+        x, _, grad = xs
+        g, n, c = _pool_geometry(attrs, x.shape, self.name)
+        xp, grad = g.pad(g.to_nhwc(x), -np.inf), g.to_nhwc(grad)
+        taps = list(g.taps())
+        best = np.full(grad.shape, -np.inf, np.float32)
+        arg = np.full(grad.shape, -1)
+        for t, (_, _, index) in enumerate(taps):
+            better = (xp[index] > best) | (arg < 0)
+            best, arg = np.where(better, xp[index], best), np.where(better, t, arg)
+        dxp = np.zeros(xp.shape, np.float32)
+        for t, (_, _, index) in enumerate(taps):
+            dxp[index] += np.where(arg == t, grad, 0)
+        return g.from_nhwc(g.crop(dxp))
+
+
+@register
+class AvgPool(Op):
+    type_attrs = {"T": FLOAT}
+
+    def shapes(self, shapes, attrs):
+        g, n, c = _pool_geometry(attrs, shapes[0], self.name)
+        return [g.shape_out(n, c)]
+
+    def compute(self, xs, attrs):
+        g, n, c = _pool_geometry(attrs, xs[0].shape, self.name)
+        x = g.to_nhwc(xs[0])
+        xp = g.pad(x)
+        total = sum(xp[index] for _, _, index in g.taps())
+        return g.from_nhwc(total / _avg_counts(g, x.shape))
+
+
+@register
+class AvgPoolGrad(Op):
+    type_attrs = {"T": FLOAT}
+    const_inputs = ("orig_input_shape",)
+
+    def shapes(self, shapes, attrs):
+        x_shape = tuple(int(d) for d in attrs["orig_input_shape"])
+        g, n, c = _pool_geometry(attrs, x_shape, self.name)
+        _check_grad(self.name, g, n, c, shapes[0])
+        return [x_shape]
+
+    def compute(self, xs, attrs):
+        x_shape = tuple(int(d) for d in attrs["orig_input_shape"])
+        g, n, c = _pool_geometry(attrs, x_shape, self.name)
+        nhwc = nhwc_shape(attrs, x_shape, self.name)
+        share = g.to_nhwc(xs[0]) / _avg_counts(g, nhwc)
+        dxp = g.pad(np.zeros(nhwc, np.float32))
+        for _, _, index in g.taps():
+            dxp[index] += share
+        return g.from_nhwc(g.crop(dxp))

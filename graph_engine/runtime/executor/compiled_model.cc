@@ -1,0 +1,226 @@
+// CompiledModel: loads a compiled model onto a device and runs its kernel sequence on a stream.
+//
+// Load parses the file, instantiates one kernel per node (each validates its shapes, dtypes
+// and attributes then) and uploads the constant blob to device memory. Everything built at
+// load is read-only afterwards; each Run allocates its own arena, so runs may overlap.
+#include <cstring>
+#include <exception>
+#include <new>
+
+#include "executor/counters.h"
+#include "executor/model_reader.h"
+#include "kernels/kernel.h"
+
+namespace npu {
+namespace {
+
+std::string RuntimeError(const char* call, npurtError err) {
+  const char* msg = npurtGetLastErrorMessage();
+  return std::string(call) + " failed: " + npurtErrorName(err) + (msg && *msg ? std::string(" (") + msg + ")" : "");
+}
+
+struct Step {
+  std::string kernel, node;
+  std::unique_ptr<kernels::Kernel> impl;
+  size_t in_begin, out_begin;   // into the run's flat operand arrays
+  size_t n_in, n_out;
+};
+
+class Model : public CompiledModel {
+ public:
+  ~Model() override {
+    if (const_dev_ != nullptr) npurtFree(device_, const_dev_);
+  }
+
+  Status Init(const ModelDef& def, int32_t device);
+
+  const std::string& name() const override { return name_; }
+  const std::vector<TensorDesc>& inputs() const override { return inputs_; }
+  const std::vector<TensorDesc>& outputs() const override { return outputs_; }
+  const std::string& metadata() const override { return metadata_; }
+  uint64_t arena_bytes() const override { return arena_bytes_; }
+  std::vector<std::string> kernel_names() const override {
+    std::vector<std::string> names;
+    for (const Step& s : steps_) names.push_back(s.kernel);
+    return names;
+  }
+
+  Status Run(npurtStream stream, const std::vector<const void*>& inputs,
+             const std::vector<void*>& outputs) override;
+
+ private:
+  // One Run's state, shared with its host function on the stream.
+  struct RunState {
+    const Model* model;
+    std::vector<void*> values;             // device address of every value
+    std::vector<const void*> in_operands;  // per step, from Step::in_begin
+    std::vector<void*> out_operands;
+    uint64_t executed = 0;
+    Status status;
+  };
+  static void Execute(void* state);
+
+  std::string name_, metadata_;
+  std::vector<TensorDesc> inputs_, outputs_;
+  uint64_t arena_bytes_ = 0;
+  int32_t device_ = 0;
+  std::vector<ValueDef> values_;
+  std::vector<uint32_t> output_ids_;
+  std::vector<uint32_t> in_ids_, out_ids_;   // flat kernel operand lists
+  std::vector<Step> steps_;
+  void* const_dev_ = nullptr;
+};
+
+Status Model::Init(const ModelDef& def, int32_t device) {
+  npurtDeviceInfo info;
+  if (npurtError err = npurtGetDeviceInfo(device, &info); err != NPURT_SUCCESS)
+    return Status::Error("cannot load a model on device " + std::to_string(device) + ": " +
+                         RuntimeError("npurtGetDeviceInfo", err));
+  name_ = def.name;
+  metadata_ = def.metadata;
+  arena_bytes_ = def.arena_bytes;
+  device_ = device;
+  values_ = def.values;
+  output_ids_ = def.outputs;
+  for (uint32_t id : def.inputs) inputs_.push_back(def.values[id].desc);
+  for (uint32_t id : def.outputs) outputs_.push_back(def.values[id].desc);
+
+  for (const NodeDef& n : def.nodes) {
+    const std::string where = "node '" + n.node + "' (kernel " + n.kernel + "): ";
+    const kernels::KernelFactory* factory = kernels::FindKernel(n.kernel);
+    if (factory == nullptr)
+      return Status::Error("node '" + n.node + "': unknown kernel '" + n.kernel + "' (this runtime has " +
+                           std::to_string(kernels::RegisteredKernels().size()) + " kernels)");
+    kernels::KernelDef kd;
+    kd.kernel = n.kernel;
+    kd.node = n.node;
+    kd.attrs = n.attrs;
+    for (uint32_t id : n.inputs) kd.inputs.push_back(def.values[id].desc);
+    for (uint32_t id : n.outputs) kd.outputs.push_back(def.values[id].desc);
+    Step step{n.kernel, n.node, nullptr, in_ids_.size(), out_ids_.size(), n.inputs.size(), n.outputs.size()};
+    Status st = kernels::CheckNdLayouts(kd);
+    if (st.ok()) {
+      try {
+        st = (*factory)(kd, &step.impl);
+      } catch (const std::exception& e) {
+        st = Status::Error(e.what());
+      }
+    }
+    if (!st.ok()) return Status::Error(where + st.message);
+    if (!step.impl) return Status::Error(where + "the factory built no kernel");
+    in_ids_.insert(in_ids_.end(), n.inputs.begin(), n.inputs.end());
+    out_ids_.insert(out_ids_.end(), n.outputs.begin(), n.outputs.end());
+    steps_.push_back(std::move(step));
+  }
+
+  if (def.const_len > 0) {
+    if (npurtError err = npurtMalloc(device, &const_dev_, def.const_len); err != NPURT_SUCCESS) {
+      const_dev_ = nullptr;
+      return Status::Error("cannot allocate " + std::to_string(def.const_len) + " bytes of constants: " +
+                           RuntimeError("npurtMalloc", err));
+    }
+    if (npurtError err = npurtMemcpy(const_dev_, def.const_blob, def.const_len, NPURT_MEMCPY_HOST_TO_DEVICE);
+        err != NPURT_SUCCESS)
+      return Status::Error("cannot upload constants: " + RuntimeError("npurtMemcpy", err));
+  }
+  return Status::Ok();
+}
+
+void Model::Execute(void* p) {
+  RunState& s = *static_cast<RunState*>(p);
+  for (const Step& step : s.model->steps_) {
+    kernels::KernelArgs args{s.in_operands.data() + step.in_begin, s.out_operands.data() + step.out_begin};
+    Status st;
+    try {
+      st = step.impl->Compute(args);
+    } catch (const std::bad_alloc&) {
+      st = Status::Error("out of host memory");
+    } catch (const std::exception& e) {
+      st = Status::Error(e.what());
+    }
+    if (!st.ok()) {
+      s.status = Status::Error("node '" + step.node + "' (kernel " + step.kernel + "): " + st.message);
+      return;
+    }
+    ++s.executed;
+  }
+}
+
+Status Model::Run(npurtStream stream, const std::vector<const void*>& inputs,
+                  const std::vector<void*>& outputs) {
+  if (stream == nullptr) return Status::Error("Run: stream is null");
+  if (inputs.size() != inputs_.size() || outputs.size() != outputs_.size())
+    return Status::Error("model '" + name_ + "' takes " + std::to_string(inputs_.size()) + " inputs and " +
+                         std::to_string(outputs_.size()) + " outputs; got " + std::to_string(inputs.size()) +
+                         " and " + std::to_string(outputs.size()));
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i] == nullptr && inputs_[i].nbytes) return Status::Error("input " + std::to_string(i) + " is null");
+  for (size_t i = 0; i < outputs.size(); ++i)
+    if (outputs[i] == nullptr && outputs_[i].nbytes) return Status::Error("output " + std::to_string(i) + " is null");
+
+  void* arena = nullptr;
+  if (arena_bytes_ > 0) {
+    if (npurtError err = npurtMalloc(device_, &arena, arena_bytes_); err != NPURT_SUCCESS)
+      return Status::Error("cannot allocate the " + std::to_string(arena_bytes_) + "-byte arena of model '" +
+                           name_ + "': " + RuntimeError("npurtMalloc", err));
+  }
+  RunState state;
+  state.model = this;
+  state.values.resize(values_.size());
+  for (size_t id = 0; id < values_.size(); ++id) {
+    const ValueDef& v = values_[id];
+    switch (v.kind) {
+      case ValueKind::kInput: state.values[id] = const_cast<void*>(inputs[v.where]); break;
+      case ValueKind::kOutput: state.values[id] = outputs[v.where]; break;
+      case ValueKind::kConst: state.values[id] = static_cast<char*>(const_dev_) + v.where; break;
+      case ValueKind::kArena: state.values[id] = static_cast<char*>(arena) + v.where; break;
+    }
+  }
+  for (uint32_t id : in_ids_) state.in_operands.push_back(state.values[id]);
+  for (uint32_t id : out_ids_) state.out_operands.push_back(state.values[id]);
+
+  Status status;
+  npurtError err = npurtLaunchHostFunc(stream, &Model::Execute, &state);
+  if (err != NPURT_SUCCESS) status = Status::Error(RuntimeError("npurtLaunchHostFunc", err));
+  // Outputs the kernels did not write in place are copied from where they live.
+  for (size_t i = 0; i < output_ids_.size() && status.ok(); ++i) {
+    const ValueDef& v = values_[output_ids_[i]];
+    if ((v.kind == ValueKind::kOutput && v.where == i) || v.desc.nbytes == 0) continue;
+    err = npurtMemcpyAsync(outputs[i], state.values[output_ids_[i]], v.desc.nbytes,
+                           NPURT_MEMCPY_DEVICE_TO_DEVICE, stream);
+    if (err != NPURT_SUCCESS) status = Status::Error("copying output " + std::to_string(i) + ": " +
+                                                     RuntimeError("npurtMemcpyAsync", err));
+  }
+  // Wait even after a failed enqueue: work already queued still uses the arena and `state`.
+  err = npurtStreamSynchronize(stream);
+  if (status.ok() && err != NPURT_SUCCESS) status = Status::Error(RuntimeError("npurtStreamSynchronize", err));
+  if (arena != nullptr) npurtFree(device_, arena);
+  CountKernelsExecuted(state.executed);
+  if (status.ok()) status = state.status;
+  if (status.ok()) CountModelRun();
+  return status;
+}
+
+}  // namespace
+
+Status CompiledModel::Load(const void* data, size_t size, int32_t device,
+                           std::shared_ptr<CompiledModel>* out) {
+  if (out == nullptr) return Status::Error("CompiledModel::Load: out is null");
+  ModelDef def;
+  NPU_RETURN_IF_ERROR(ParseModel(data, size, &def));
+  auto model = std::make_shared<Model>();
+  Status st;
+  try {
+    st = model->Init(def, device);
+  } catch (const std::bad_alloc&) {
+    st = Status::Error("out of host memory while loading the model");
+  }
+  if (!st.ok()) return Status::Error("model '" + def.name + "': " + st.message);
+  CountModelLoaded();
+  *out = std::move(model);
+  return Status::Ok();
+}
+
+std::vector<std::string> RegisteredKernels() { return kernels::RegisteredKernels(); }
+
+}  // namespace npu

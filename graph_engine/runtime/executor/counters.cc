@@ -1,0 +1,35 @@
+#include "executor/counters.h"
+
+#include <atomic>
+
+#include "npurt/npurt.h"
+
+namespace npu {
+namespace {
+
+std::atomic<uint64_t> g_loaded{0}, g_run{0}, g_kernels{0};
+
+}  // namespace
+
+void CountModelLoaded() { g_loaded.fetch_add(1, std::memory_order_relaxed); }
+void CountKernelsExecuted(uint64_t n) { g_kernels.fetch_add(n, std::memory_order_relaxed); }
+void CountModelRun() { g_run.fetch_add(1, std::memory_order_relaxed); }
+
+}  // namespace npu
+
+extern "C" {
+
+void npurtGetCounters(npurtCounters* counters) {
+  if (counters == nullptr) return;
+  counters->models_loaded = npu::g_loaded.load(std::memory_order_relaxed);
+  counters->models_run = npu::g_run.load(std::memory_order_relaxed);
+  counters->kernels_executed = npu::g_kernels.load(std::memory_order_relaxed);
+}
+
+void npurtResetCounters(void) {
+  npu::g_loaded.store(0);
+  npu::g_run.store(0);
+  npu::g_kernels.store(0);
+}
+
+}  // extern "C"

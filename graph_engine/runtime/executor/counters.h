@@ -1,0 +1,15 @@
+// Process-wide execution counters behind npurtGetCounters (what the executor really ran).
+#ifndef NPU_EXECUTOR_COUNTERS_H_
+#define NPU_EXECUTOR_COUNTERS_H_
+
+#include <cstdint>
+
+namespace npu {
+
+void CountModelLoaded();                  // a CompiledModel::Load succeeded
+void CountKernelsExecuted(uint64_t n);    // kernels that completed, whether or not the run did
+void CountModelRun();                     // a Run completed without error
+
+}  // namespace npu
+
+#endif  // NPU_EXECUTOR_COUNTERS_H_

@@ -1,0 +1,163 @@
+// DepthwiseConv2dNative and its gradients: every input channel c has its own M filters
+// [KH, KW, C, M]; output channel c * M + m. Direct loops in float32 on NHWC data.
+//
+// The gradients scatter into input or filter positions, so their work is split by channel
+// block: a block owns its channels of dx or dW and needs no synchronisation.
+#include "kernels/layout.h"
+
+namespace npu {
+namespace kernels {
+namespace {
+
+constexpr int64_t kChannelBlock = 8;
+
+enum class Kind { kForward, kBackpropInput, kBackpropFilter };
+
+class DepthwiseKernel : public Kernel {
+ public:
+  DepthwiseKernel(Kind kind, Window2D g, int64_t m, int dtype) : kind_(kind), g_(g), m_(m), dtype_(dtype) {}
+
+  Status Compute(const KernelArgs& args) const override {
+    switch (kind_) {
+      case Kind::kForward: Forward(args); break;
+      case Kind::kBackpropInput: BackpropInput(args); break;
+      case Kind::kBackpropFilter: BackpropFilter(args); break;
+    }
+    return Status::Ok();
+  }
+
+ private:
+  int64_t cm() const { return g_.c * m_; }
+
+  // Calls fn(input pixel offset, filter tap) for the in-range taps of output pixel (n, oh, ow).
+  template <class Fn>
+  void ForTaps(int64_t n, int64_t oh, int64_t ow, Fn&& fn) const {
+    for (int64_t kh = 0; kh < g_.kh; ++kh) {
+      const int64_t ih = oh * g_.sh - g_.pad_top + kh * g_.dh;
+      if (ih < 0 || ih >= g_.h) continue;
+      for (int64_t kw = 0; kw < g_.kw; ++kw) {
+        const int64_t iw = ow * g_.sw - g_.pad_left + kw * g_.dw;
+        if (iw >= 0 && iw < g_.w) fn(((n * g_.h + ih) * g_.w + iw) * g_.c, kh * g_.kw + kw);
+      }
+    }
+  }
+
+  void Forward(const KernelArgs& args) const {
+    NhwcIn x(g_, dtype_, args.in(0), g_.h, g_.w, g_.c);
+    FloatIn f(dtype_, args.in(1), g_.kh * g_.kw * cm());
+    NhwcOut y(g_, dtype_, args.out(0), g_.oh, g_.ow, cm());
+    ParallelFor(g_.n * g_.oh, 2 * g_.ow * g_.kh * g_.kw * cm(), [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const int64_t n = r / g_.oh, oh = r % g_.oh;
+        for (int64_t ow = 0; ow < g_.ow; ++ow) {
+          float* o = y.data() + (r * g_.ow + ow) * cm();
+          std::fill(o, o + cm(), 0.0f);
+          ForTaps(n, oh, ow, [&](int64_t pixel, int64_t tap) {
+            const float* xp = x.data() + pixel;
+            const float* fp = f.data() + tap * cm();
+            for (int64_t c = 0; c < g_.c; ++c)
+              for (int64_t k = 0; k < m_; ++k) o[c * m_ + k] += xp[c] * fp[c * m_ + k];
+          });
+        }
+      }
+    });
+    y.Finish();
+  }
+
+  void BackpropInput(const KernelArgs& args) const {
+    FloatIn f(dtype_, args.in(0), g_.kh * g_.kw * cm());
+    NhwcIn dy(g_, dtype_, args.in(1), g_.oh, g_.ow, cm());
+    NhwcOut dx(g_, dtype_, args.out(0), g_.h, g_.w, g_.c);
+    const int64_t blocks = (g_.c + kChannelBlock - 1) / kChannelBlock;
+    ParallelFor(g_.n * blocks, 2 * g_.oh * g_.ow * g_.kh * g_.kw * kChannelBlock * m_, [&](int64_t u0, int64_t u1) {
+      for (int64_t u = u0; u < u1; ++u) {
+        const int64_t n = u / blocks, c0 = u % blocks * kChannelBlock, c1 = std::min(g_.c, c0 + kChannelBlock);
+        for (int64_t p = 0; p < g_.h * g_.w; ++p)
+          std::fill(dx.data() + (n * g_.h * g_.w + p) * g_.c + c0, dx.data() + (n * g_.h * g_.w + p) * g_.c + c1, 0.0f);
+        for (int64_t oh = 0; oh < g_.oh; ++oh)
+          for (int64_t ow = 0; ow < g_.ow; ++ow) {
+            const float* d = dy.data() + ((n * g_.oh + oh) * g_.ow + ow) * cm();
+            ForTaps(n, oh, ow, [&](int64_t pixel, int64_t tap) {
+              const float* fp = f.data() + tap * cm();
+              for (int64_t c = c0; c < c1; ++c) {
+                float s = 0;
+                for (int64_t k = 0; k < m_; ++k) s += d[c * m_ + k] * fp[c * m_ + k];
+                dx.data()[pixel + c] += s;
+              }
+            });
+          }
+      }
+    });
+    dx.Finish();
+  }
+
+  void BackpropFilter(const KernelArgs& args) const {
+    NhwcIn x(g_, dtype_, args.in(0), g_.h, g_.w, g_.c);
+    NhwcIn dy(g_, dtype_, args.in(1), g_.oh, g_.ow, cm());
+    FloatOut dw(dtype_, args.out(0), g_.kh * g_.kw * cm());
+    const int64_t blocks = (g_.c + kChannelBlock - 1) / kChannelBlock;
+    ParallelFor(blocks, 2 * g_.n * g_.oh * g_.ow * g_.kh * g_.kw * kChannelBlock * m_, [&](int64_t b0, int64_t b1) {
+      for (int64_t b = b0; b < b1; ++b) {
+        const int64_t c0 = b * kChannelBlock, c1 = std::min(g_.c, c0 + kChannelBlock);
+        for (int64_t tap = 0; tap < g_.kh * g_.kw; ++tap)
+          std::fill(dw.data() + tap * cm() + c0 * m_, dw.data() + tap * cm() + c1 * m_, 0.0f);
+        for (int64_t n = 0; n < g_.n; ++n)
+          for (int64_t oh = 0; oh < g_.oh; ++oh)
+            for (int64_t ow = 0; ow < g_.ow; ++ow) {
+              const float* d = dy.data() + ((n * g_.oh + oh) * g_.ow + ow) * cm();
+              ForTaps(n, oh, ow, [&](int64_t pixel, int64_t tap) {
+                float* w = dw.data() + tap * cm();
+                for (int64_t c = c0; c < c1; ++c)
+                  for (int64_t k = 0; k < m_; ++k) w[c * m_ + k] += x.data()[pixel + c] * d[c * m_ + k];
+              });
+            }
+      }
+    });
+    dw.Finish();
+  }
+
+  Kind kind_;
+  Window2D g_;
+  int64_t m_;
+  int dtype_;
+};
+
+Status MakeDepthwise(const KernelDef& def, Kind kind, std::unique_ptr<Kernel>* out) {
+  NPU_RETURN_IF_ERROR(CheckArity(def, 2, 1));
+  NPU_RETURN_IF_ERROR(CheckFloatStorage(def));
+  Dims input, filter, output;
+  if (kind == Kind::kForward) {
+    input = def.inputs[0].dims, filter = def.inputs[1].dims, output = def.outputs[0].dims;
+  } else if (kind == Kind::kBackpropInput) {
+    NPU_RETURN_IF_ERROR(def.attrs.IntList("input_sizes", &input));
+    NPU_RETURN_IF_ERROR(CheckShape("output", def.outputs[0].dims, input));
+    filter = def.inputs[0].dims, output = def.inputs[1].dims;
+  } else {
+    NPU_RETURN_IF_ERROR(def.attrs.IntList("filter_sizes", &filter));
+    NPU_RETURN_IF_ERROR(CheckShape("output", def.outputs[0].dims, filter));
+    input = def.inputs[0].dims, output = def.inputs[1].dims;
+  }
+  if (filter.size() != 4) return Error("filter must have rank 4 [KH,KW,C,M], got ", ShapeString(filter));
+  Window2D g;
+  NPU_RETURN_IF_ERROR(MakeWindow2D(def.attrs, input, filter[0], filter[1], true, &g));
+  if (filter[2] != g.c)
+    return Error("filter ", ShapeString(filter), " has ", filter[2], " channels; the input has ", g.c);
+  NPU_RETURN_IF_ERROR(CheckShape(kind == Kind::kForward ? "output" : "out_backprop", output,
+                                 g.OutputShape(g.c * filter[3])));
+  *out = std::make_unique<DepthwiseKernel>(kind, g, filter[3], def.outputs[0].dtype);
+  return Status::Ok();
+}
+
+NPU_REGISTER_KERNEL("DepthwiseConv2dNative", [](const KernelDef& d, std::unique_ptr<Kernel>* k) {
+  return MakeDepthwise(d, Kind::kForward, k);
+});
+NPU_REGISTER_KERNEL("DepthwiseConv2dNativeBackpropInput", [](const KernelDef& d, std::unique_ptr<Kernel>* k) {
+  return MakeDepthwise(d, Kind::kBackpropInput, k);
+});
+NPU_REGISTER_KERNEL("DepthwiseConv2dNativeBackpropFilter", [](const KernelDef& d, std::unique_ptr<Kernel>* k) {
+  return MakeDepthwise(d, Kind::kBackpropFilter, k);
+});
+
+}  // namespace
+}  // namespace kernels
+}  // namespace npu

@@ -1,0 +1,202 @@
+#include "kernels/dtype.h"
+
+#include <immintrin.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+namespace npu {
+namespace kernels {
+namespace {
+
+struct DTypeInfo {
+  int dtype;
+  int size;
+  const char* name;
+};
+constexpr DTypeInfo kDTypes[] = {
+    {kFloat, 4, "float32"}, {kDouble, 8, "float64"}, {kInt32, 4, "int32"},
+    {kUInt8, 1, "uint8"},   {kInt16, 2, "int16"},    {kInt8, 1, "int8"},
+    {kInt64, 8, "int64"},   {kBool, 1, "bool"},      {kBFloat16, 2, "bfloat16"},
+    {kHalf, 2, "float16"},
+};
+
+const DTypeInfo* Find(int dtype) {
+  for (const auto& d : kDTypes)
+    if (d.dtype == dtype) return &d;
+  return nullptr;
+}
+
+// Float to integer: truncate toward zero into int64 (saturating, NaN -> 0), then narrow the
+// way integer casts do.
+template <class F>
+int64_t TruncToInt64(F x) {
+  if (!(x == x)) return 0;
+  if (x >= F(9223372036854775808.0)) return std::numeric_limits<int64_t>::max();
+  if (x <= F(-9223372036854775808.0)) return std::numeric_limits<int64_t>::min();
+  return static_cast<int64_t>(x);
+}
+
+template <class D, class S>
+inline D Convert(S x) {
+  if constexpr (std::is_integral_v<D> && std::is_floating_point_v<S>) {
+    return static_cast<D>(TruncToInt64(x));
+  } else {
+    return static_cast<D>(x);
+  }
+}
+
+template <class S, class D>
+void ConvertLoop(const void* src, int64_t n, D* dst) {
+  const S* s = static_cast<const S*>(src);
+  for (int64_t i = 0; i < n; ++i) dst[i] = Convert<D>(s[i]);
+}
+
+template <class S, class D>
+void StoreLoop(const S* src, int64_t n, void* dst) {
+  D* d = static_cast<D*>(dst);
+  for (int64_t i = 0; i < n; ++i) d[i] = Convert<D>(src[i]);
+}
+
+void HalfToFloatN(const uint16_t* s, int64_t n, float* d) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(d + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i))));
+  for (; i < n; ++i) d[i] = HalfToFloat(s[i]);
+}
+
+void FloatToHalfN(const float* s, int64_t n, uint16_t* d) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i),
+                     _mm256_cvtps_ph(_mm256_loadu_ps(s + i), _MM_FROUND_TO_NEAREST_INT));
+  for (; i < n; ++i) d[i] = FloatToHalf(s[i]);
+}
+
+}  // namespace
+
+float HalfToFloat(uint16_t h) { return _cvtsh_ss(h); }
+uint16_t FloatToHalf(float f) { return _cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT); }
+
+float BFloat16ToFloat(uint16_t b) {
+  uint32_t u = static_cast<uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+uint16_t FloatToBFloat16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40);  // quiet NaN
+  u += 0x7fffu + ((u >> 16) & 1u);  // round to nearest even
+  return static_cast<uint16_t>(u >> 16);
+}
+
+bool IsSupportedDType(int dtype) { return Find(dtype) != nullptr; }
+int DTypeSize(int dtype) { const DTypeInfo* d = Find(dtype); return d ? d->size : 0; }
+
+std::string DTypeName(int dtype) {
+  const DTypeInfo* d = Find(dtype);
+  return d ? d->name : "DataType(" + std::to_string(dtype) + ")";
+}
+
+std::string SupportedDTypeNames() {
+  std::string s;
+  for (const auto& d : kDTypes) s += (s.empty() ? "" : ", ") + std::string(d.name);
+  return s;
+}
+
+bool IsFloating(int dtype) {
+  return dtype == kFloat || dtype == kHalf || dtype == kBFloat16 || dtype == kDouble;
+}
+bool IsInteger(int dtype) {
+  return dtype == kInt32 || dtype == kInt64 || dtype == kInt16 || dtype == kInt8 ||
+         dtype == kUInt8;
+}
+
+ComputeType ComputeTypeOf(int dtype) {
+  if (dtype == kDouble) return ComputeType::kDouble;
+  if (dtype == kFloat || dtype == kHalf || dtype == kBFloat16) return ComputeType::kFloat;
+  return ComputeType::kInt64;
+}
+
+template <class T>
+bool IsNative(int dtype) {
+  if constexpr (std::is_same_v<T, float>) return dtype == kFloat;
+  if constexpr (std::is_same_v<T, double>) return dtype == kDouble;
+  if constexpr (std::is_same_v<T, int64_t>) return dtype == kInt64;
+  return false;
+}
+
+template <class T>
+void Load(int dtype, const void* src, int64_t n, T* dst) {
+  switch (dtype) {
+    case kFloat: return ConvertLoop<float>(src, n, dst);
+    case kDouble: return ConvertLoop<double>(src, n, dst);
+    case kInt32: return ConvertLoop<int32_t>(src, n, dst);
+    case kInt64: return ConvertLoop<int64_t>(src, n, dst);
+    case kInt16: return ConvertLoop<int16_t>(src, n, dst);
+    case kInt8: return ConvertLoop<int8_t>(src, n, dst);
+    case kUInt8: return ConvertLoop<uint8_t>(src, n, dst);
+    case kBool: {
+      const uint8_t* s = static_cast<const uint8_t*>(src);
+      for (int64_t i = 0; i < n; ++i) dst[i] = T(s[i] != 0);
+      return;
+    }
+    case kHalf: {
+      const uint16_t* s = static_cast<const uint16_t*>(src);
+      if constexpr (std::is_same_v<T, float>) return HalfToFloatN(s, n, dst);
+      for (int64_t i = 0; i < n; ++i) dst[i] = Convert<T>(HalfToFloat(s[i]));
+      return;
+    }
+    case kBFloat16: {
+      const uint16_t* s = static_cast<const uint16_t*>(src);
+      for (int64_t i = 0; i < n; ++i) dst[i] = Convert<T>(BFloat16ToFloat(s[i]));
+      return;
+    }
+  }
+}
+
+template <class T>
+void Store(int dtype, const T* src, int64_t n, void* dst) {
+  switch (dtype) {
+    case kFloat: return StoreLoop<T, float>(src, n, dst);
+    case kDouble: return StoreLoop<T, double>(src, n, dst);
+    case kInt32: return StoreLoop<T, int32_t>(src, n, dst);
+    case kInt64: return StoreLoop<T, int64_t>(src, n, dst);
+    case kInt16: return StoreLoop<T, int16_t>(src, n, dst);
+    case kInt8: return StoreLoop<T, int8_t>(src, n, dst);
+    case kUInt8: return StoreLoop<T, uint8_t>(src, n, dst);
+    case kBool: {
+      uint8_t* d = static_cast<uint8_t*>(dst);
+      for (int64_t i = 0; i < n; ++i) d[i] = src[i] != T(0);
+      return;
+    }
+    case kHalf: {
+      uint16_t* d = static_cast<uint16_t*>(dst);
+      if constexpr (std::is_same_v<T, float>) return FloatToHalfN(src, n, d);
+      for (int64_t i = 0; i < n; ++i) d[i] = FloatToHalf(static_cast<float>(src[i]));
+      return;
+    }
+    case kBFloat16: {
+      uint16_t* d = static_cast<uint16_t*>(dst);
+      for (int64_t i = 0; i < n; ++i) d[i] = FloatToBFloat16(static_cast<float>(src[i]));
+      return;
+    }
+  }
+}
+
+#define NPU_INSTANTIATE(T)                                                 \
+  template bool IsNative<T>(int);                                          \
+  template void Load<T>(int, const void*, int64_t, T*);                    \
+  template void Store<T>(int, const T*, int64_t, void*);
+NPU_INSTANTIATE(float)
+NPU_INSTANTIATE(double)
+NPU_INSTANTIATE(int64_t)
+#undef NPU_INSTANTIATE
+
+}  // namespace kernels
+}  // namespace npu

@@ -1,0 +1,387 @@
+// Arithmetic, comparison and logical elementwise ops, plus the multi-input ones built on the
+// same machinery (AddN, Select, BiasAdd).
+#include "kernels/elementwise.h"
+#include "kernels/vector_math.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+namespace npu {
+namespace kernels {
+
+bool InTypeSet(unsigned types, int dtype) {
+  if (dtype == kBool) return types & kBools;
+  if (dtype == kDouble) return types & kDoubles;
+  if (dtype == kFloat || dtype == kHalf || dtype == kBFloat16) return types & kFloats;
+  return IsInteger(dtype) && (types & kInts);
+}
+
+std::string TypeSetNames(unsigned types) {
+  std::string s;
+  for (int dt : {kFloat, kHalf, kBFloat16, kDouble, kInt8, kInt16, kInt32, kInt64, kUInt8, kBool})
+    if (InTypeSet(types, dt)) s += (s.empty() ? "" : ", ") + DTypeName(dt);
+  return s;
+}
+
+Status ElementwiseKernel::Compute(const KernelArgs& args) const {
+  if (check_ != IntCheck::kNone && ComputeTypeOf(in_dtypes_[1]) == ComputeType::kInt64) {
+    // Integer division by zero and negative integer powers have no result: TF refuses them.
+    const int64_t n = NumElements(rhs_dims_);
+    const int size = DTypeSize(in_dtypes_[1]);
+    int64_t buf[256];
+    for (int64_t s = 0; s < n; s += 256) {
+      const int64_t m = std::min<int64_t>(256, n - s);
+      Load<int64_t>(in_dtypes_[1], args.in<char>(1) + s * size, m, buf);
+      for (int64_t i = 0; i < m; ++i) {
+        if (check_ == IntCheck::kNonZeroRhs && buf[i] == 0)
+          return Status::Error("integer division by zero");
+        if (check_ == IntCheck::kNonNegativeRhs && buf[i] < 0)
+          return Status::Error("integers to negative integer powers are not allowed");
+      }
+    }
+  }
+  eval_(plan_, in_dtypes_.data(), args.inputs, out_dtype_, args.outputs[0], param_);
+  return Status::Ok();
+}
+
+Status MakeElementwise(const KernelDef& def, const ElementwiseSpec& spec, EvalFn (*select)(ComputeType),
+                       std::unique_ptr<Kernel>* out, const std::vector<Dims>* in_dims) {
+  const int n_inputs = spec.inputs;
+  NPU_RETURN_IF_ERROR(CheckArity(def, n_inputs, 1));
+  const int dtype = def.inputs[0].dtype;
+  for (int k = 1; k < n_inputs; ++k)
+    if (def.inputs[k].dtype != dtype)
+      return Error("inputs have different dtypes: ", DTypeName(dtype), " and ",
+                   DTypeName(def.inputs[k].dtype));
+  if (!InTypeSet(spec.types, dtype))
+    return Error("does not support ", DTypeName(dtype), "; supported: ", TypeSetNames(spec.types));
+  const int out_dtype = def.outputs[0].dtype;
+  const int want = spec.bool_output ? kBool : dtype;
+  if (out_dtype != want)
+    return Error("output dtype is ", DTypeName(out_dtype), "; expected ", DTypeName(want));
+  const Dims& out_dims = def.outputs[0].dims;
+  std::vector<Dims> strides{RowMajorStrides(out_dims)};
+  for (int k = 0; k < n_inputs; ++k) {
+    Dims s;
+    const Dims& dims = in_dims ? (*in_dims)[k] : def.inputs[k].dims;
+    Status st = BroadcastStrides(dims, out_dims, &s);
+    if (!st.ok()) return Error("input ", k, ": ", st.message);
+    strides.push_back(s);
+  }
+  double param = spec.param_default;
+  if (spec.param_attr) NPU_RETURN_IF_ERROR(def.attrs.Float(spec.param_attr, param, &param));
+  std::vector<int> dtypes(n_inputs, dtype);
+  auto kernel = std::make_unique<ElementwiseKernel>(StridedPlan::Make(out_dims, strides), dtypes, out_dtype,
+                                                    select(ComputeTypeOf(dtype)), spec.check, param);
+  if (n_inputs > 1) kernel->set_rhs_dims(def.inputs[1].dims);
+  *out = std::move(kernel);
+  return Status::Ok();
+}
+
+namespace {
+
+// Integer ops wrap on overflow like TF's (two's complement), computed unsigned to stay defined.
+template <class T> T WrapAdd(T a, T b) { return T(uint64_t(a) + uint64_t(b)); }
+template <class T> T WrapSub(T a, T b) { return T(uint64_t(a) - uint64_t(b)); }
+template <class T> T WrapMul(T a, T b) { return T(uint64_t(a) * uint64_t(b)); }
+template <class T> constexpr bool kIsInt = std::is_integral_v<T>;
+
+#define NPU_BINARY(Name, cost, expr)                    \
+  struct Name {                                         \
+    static constexpr int kCost = cost;                  \
+    template <class T> T operator()(T a, T b) const { return expr; } \
+  }
+#define NPU_UNARY(Name, cost, expr)                     \
+  struct Name {                                         \
+    static constexpr int kCost = cost;                  \
+    template <class T> T operator()(T a) const { return expr; } \
+  }
+
+NPU_BINARY(AddOp, 1, kIsInt<T> ? WrapAdd(a, b) : a + b);
+NPU_BINARY(SubOp, 1, kIsInt<T> ? WrapSub(a, b) : a - b);
+NPU_BINARY(MulOp, 1, kIsInt<T> ? WrapMul(a, b) : a * b);
+NPU_BINARY(RealDivOp, 2, a / b);
+NPU_BINARY(DivNoNanOp, 2, b == T(0) ? T(0) : a / b);
+NPU_BINARY(MaximumOp, 1, (a > b || a != a) ? a : b);   // NaN propagates, as in TF
+NPU_BINARY(MinimumOp, 1, (a < b || a != a) ? a : b);
+NPU_BINARY(SquaredDifferenceOp, 2, kIsInt<T> ? WrapMul(WrapSub(a, b), WrapSub(a, b)) : (a - b) * (a - b));
+NPU_BINARY(EqualOp, 1, T(a == b));
+NPU_BINARY(NotEqualOp, 1, T(a != b));
+NPU_BINARY(GreaterOp, 1, T(a > b));
+NPU_BINARY(GreaterEqualOp, 1, T(a >= b));
+NPU_BINARY(LessOp, 1, T(a < b));
+NPU_BINARY(LessEqualOp, 1, T(a <= b));
+NPU_BINARY(LogicalAndOp, 1, T(a && b));
+NPU_BINARY(LogicalOrOp, 1, T(a || b));
+
+// Div: truncating for integers (the divisor is checked for zeros first), true division else.
+struct DivOp {
+  static constexpr int kCost = 2;
+  template <class T> T operator()(T a, T b) const {
+    if constexpr (kIsInt<T>) return b == 0 ? 0 : (b == -1 ? WrapSub(T(0), a) : a / b);
+    else return a / b;
+  }
+};
+
+struct FloorDivOp {
+  static constexpr int kCost = 4;
+  template <class T> T operator()(T a, T b) const {
+    if constexpr (kIsInt<T>) {
+      if (b == 0) return 0;
+      if (b == -1) return WrapSub(T(0), a);
+      const T q = a / b;
+      return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+    } else {
+      return std::floor(a / b);
+    }
+  }
+};
+
+struct FloorModOp {
+  static constexpr int kCost = 4;
+  template <class T> T operator()(T a, T b) const {
+    if constexpr (kIsInt<T>) {
+      if (b == 0 || b == -1) return 0;
+      const T r = a % b;
+      return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+    } else {
+      const T r = std::fmod(a, b);
+      return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+    }
+  }
+};
+
+struct PowOp {
+  static constexpr int kCost = 20;
+  template <class T> T operator()(T a, T b) const {
+    if constexpr (kIsInt<T>) {
+      T result = 1;   // exponent checked non-negative before evaluation
+      for (; b > 0; b >>= 1, a = WrapMul(a, a))
+        if (b & 1) result = WrapMul(result, a);
+      return result;
+    } else {
+      return std::pow(a, b);
+    }
+  }
+};
+
+NPU_UNARY(NegOp, 1, kIsInt<T> ? WrapSub(T(0), a) : -a);
+NPU_UNARY(AbsOp, 1, kIsInt<T> ? (a < 0 ? WrapSub(T(0), a) : a) : std::abs(a));
+NPU_UNARY(SquareOp, 1, kIsInt<T> ? WrapMul(a, a) : a * a);
+NPU_UNARY(SignOp, 1, a != a ? a : T((a > T(0)) - (a < T(0))));
+#define NPU_VECTOR_UNARY(Name, cost, fn)                                              \
+  struct Name {                                                                     \
+    static constexpr int kCost = cost;                                              \
+    template <class T> static void Block(const T* x, T* y, int64_t n) { VecMath(fn, x, y, n); } \
+  }
+NPU_VECTOR_UNARY(ExpOp, 10, VecFn::kExp);
+NPU_VECTOR_UNARY(LogOp, 10, VecFn::kLog);
+NPU_VECTOR_UNARY(Log1pOp, 10, VecFn::kLog1p);
+NPU_VECTOR_UNARY(SqrtOp, 4, VecFn::kSqrt);
+NPU_VECTOR_UNARY(RsqrtOp, 5, VecFn::kRsqrt);
+#undef NPU_VECTOR_UNARY
+NPU_UNARY(ReciprocalOp, 2, T(1) / a);
+NPU_UNARY(FloorOp, 1, std::floor(a));
+NPU_UNARY(CeilOp, 1, std::ceil(a));
+NPU_UNARY(RoundOp, 1, kIsInt<T> ? a : T(std::nearbyint(a)));   // half to even, as TF
+NPU_UNARY(LogicalNotOp, 1, T(!a));
+NPU_UNARY(CosOp, 10, std::cos(a));
+NPU_UNARY(SinOp, 10, std::sin(a));
+NPU_UNARY(IsFiniteOp, 1, T(std::isfinite(a)));
+NPU_UNARY(IsInfOp, 1, T(std::isinf(a)));
+NPU_UNARY(IsNanOp, 1, T(std::isnan(a)));
+NPU_BINARY(BitwiseAndOp, 1, a & b);
+NPU_BINARY(BitwiseOrOp, 1, a | b);
+NPU_BINARY(BitwiseXorOp, 1, a ^ b);
+
+#undef NPU_BINARY
+#undef NPU_UNARY
+
+// AddN: the sum of N same-shaped inputs, accumulated in the compute type and rounded once.
+template <class T>
+void AddNEval(int64_t n, int dtype, const std::vector<const void*>& in, void* out) {
+  const int size = DTypeSize(dtype);
+  ParallelFor(n, static_cast<int64_t>(in.size()), [&](int64_t begin, int64_t end) {
+    T acc[256], buf[256];
+    for (int64_t s = begin; s < end; s += 256) {
+      const int64_t m = std::min<int64_t>(256, end - s);
+      Load<T>(dtype, static_cast<const char*>(in[0]) + s * size, m, acc);
+      for (size_t k = 1; k < in.size(); ++k) {
+        Load<T>(dtype, static_cast<const char*>(in[k]) + s * size, m, buf);
+        for (int64_t i = 0; i < m; ++i) acc[i] = AddOp()(acc[i], buf[i]);
+      }
+      Store<T>(dtype, acc, m, static_cast<char*>(out) + s * size);
+    }
+  });
+}
+
+class AddNKernel : public Kernel {
+ public:
+  AddNKernel(int64_t n, int dtype, int inputs) : n_(n), dtype_(dtype), inputs_(inputs) {}
+  Status Compute(const KernelArgs& args) const override {
+    std::vector<const void*> in(args.inputs, args.inputs + inputs_);
+    switch (ComputeTypeOf(dtype_)) {
+      case ComputeType::kFloat: AddNEval<float>(n_, dtype_, in, args.out(0)); break;
+      case ComputeType::kDouble: AddNEval<double>(n_, dtype_, in, args.out(0)); break;
+      case ComputeType::kInt64: AddNEval<int64_t>(n_, dtype_, in, args.out(0)); break;
+    }
+    return Status::Ok();
+  }
+
+ private:
+  int64_t n_;
+  int dtype_, inputs_;
+};
+
+Status MakeAddN(const KernelDef& def, std::unique_ptr<Kernel>* out) {
+  if (def.inputs.empty()) return Error("expects at least one input");
+  NPU_RETURN_IF_ERROR(CheckArity(def, -1, 1));
+  const TensorDesc& o = def.outputs[0];
+  if (!InTypeSet(kNumeric, o.dtype))
+    return Error("does not support ", DTypeName(o.dtype), "; supported: ", TypeSetNames(kNumeric));
+  for (size_t k = 0; k < def.inputs.size(); ++k)
+    if (def.inputs[k].dtype != o.dtype || def.inputs[k].dims != o.dims)
+      return Error("input ", k, " is ", DTypeName(def.inputs[k].dtype),
+                   ShapeString(def.inputs[k].dims), "; every input must match the output ",
+                   DTypeName(o.dtype), ShapeString(o.dims));
+  *out = std::make_unique<AddNKernel>(NumElements(o.dims), o.dtype,
+                                      static_cast<int>(def.inputs.size()));
+  return Status::Ok();
+}
+
+// Select/SelectV2: out = cond ? then : else, elementwise with broadcasting, on raw elements.
+class SelectKernel : public Kernel {
+ public:
+  SelectKernel(StridedPlan plan, int elem_size) : plan_(std::move(plan)), size_(elem_size) {}
+  Status Compute(const KernelArgs& args) const override {
+    switch (size_) {
+      case 1: Run<uint8_t>(args); break;
+      case 2: Run<uint16_t>(args); break;
+      case 4: Run<uint32_t>(args); break;
+      case 8: Run<uint64_t>(args); break;
+    }
+    return Status::Ok();
+  }
+
+ private:
+  template <class E>
+  void Run(const KernelArgs& args) const {
+    const uint8_t* c = args.in<uint8_t>(0);
+    const E* t = args.in<E>(1);
+    const E* e = args.in<E>(2);
+    E* o = args.out<E>(0);
+    const int64_t cs = plan_.inner_stride(1), ts = plan_.inner_stride(2), es = plan_.inner_stride(3);
+    ParallelFor(plan_.size(), 1, [&](int64_t begin, int64_t end) {
+      plan_.ForEachRun(begin, end, [&](const int64_t* off, int64_t n) {
+        for (int64_t i = 0; i < n; ++i)
+          o[off[0] + i] = c[off[1] + i * cs] ? t[off[2] + i * ts] : e[off[3] + i * es];
+      });
+    });
+  }
+
+  StridedPlan plan_;
+  int size_;
+};
+
+Status MakeSelect(const KernelDef& def, bool v2, std::unique_ptr<Kernel>* out) {
+  NPU_RETURN_IF_ERROR(CheckArity(def, 3, 1));
+  const TensorDesc& o = def.outputs[0];
+  if (def.inputs[0].dtype != kBool)
+    return Error("condition is ", DTypeName(def.inputs[0].dtype), "; expected bool");
+  if (def.inputs[1].dtype != o.dtype || def.inputs[2].dtype != o.dtype)
+    return Error("then/else are ", DTypeName(def.inputs[1].dtype), "/",
+                 DTypeName(def.inputs[2].dtype), "; expected the output dtype ", DTypeName(o.dtype));
+  Dims cond = def.inputs[0].dims;
+  if (!v2 && cond.size() == 1 && o.dims.size() > 1) {
+    // Select (v1) with a vector condition picks whole rows: read it as [N, 1, ..., 1].
+    cond.resize(o.dims.size(), 1);
+  }
+  std::vector<Dims> strides{RowMajorStrides(o.dims)};
+  const Dims* dims[] = {&cond, &def.inputs[1].dims, &def.inputs[2].dims};
+  for (int k = 0; k < 3; ++k) {
+    Dims s;
+    Status st = BroadcastStrides(*dims[k], o.dims, &s);
+    if (!st.ok()) return Error("input ", k, ": ", st.message);
+    strides.push_back(s);
+  }
+  *out = std::make_unique<SelectKernel>(StridedPlan::Make(o.dims, strides), DTypeSize(o.dtype));
+  return Status::Ok();
+}
+
+// BiasAdd: value + bias along the channel axis (last for NHWC, 1 for NCHW).
+Status MakeBiasAdd(const KernelDef& def, std::unique_ptr<Kernel>* out) {
+  NPU_RETURN_IF_ERROR(CheckArity(def, 2, 1));
+  std::string format;
+  NPU_RETURN_IF_ERROR(def.attrs.String("data_format", "NHWC", &format));
+  const Dims& value = def.inputs[0].dims;
+  if (value.size() < 2) return Error("value must have rank >= 2, got ", ShapeString(value));
+  if (format != "NHWC" && format != "NCHW")
+    return Error("data_format '", format, "' is not supported; allowed: NHWC, NCHW");
+  const size_t channel = format == "NCHW" ? 1 : value.size() - 1;
+  if (def.inputs[1].dims != Dims{value[channel]})
+    return Error("bias has shape ", ShapeString(def.inputs[1].dims), "; expected [",
+                 value[channel], "] for value ", ShapeString(value), " in ", format);
+  Dims bias(value.size() - channel, 1);
+  bias[0] = value[channel];
+  std::vector<Dims> dims{value, bias};
+  return MakeElementwise(def, {2, kNumeric}, &SelectEval<2, AddOp, kNumeric>, out, &dims);
+}
+
+void RegisterAll() {
+  RegisterBinary<AddOp, kNumeric>("Add");
+  RegisterBinary<AddOp, kNumeric>("AddV2");
+  RegisterBinary<SubOp, kNumeric>("Sub");
+  RegisterBinary<MulOp, kNumeric>("Mul");
+  RegisterBinary<RealDivOp, kReal>("RealDiv");
+  RegisterBinary<DivOp, kNumeric, false, IntCheck::kNonZeroRhs>("Div");
+  RegisterBinary<DivNoNanOp, kReal>("DivNoNan");
+  RegisterBinary<MaximumOp, kNumeric>("Maximum");
+  RegisterBinary<MinimumOp, kNumeric>("Minimum");
+  RegisterBinary<PowOp, kNumeric, false, IntCheck::kNonNegativeRhs>("Pow");
+  RegisterBinary<SquaredDifferenceOp, kNumeric>("SquaredDifference");
+  RegisterBinary<FloorDivOp, kNumeric, false, IntCheck::kNonZeroRhs>("FloorDiv");
+  RegisterBinary<FloorModOp, kNumeric, false, IntCheck::kNonZeroRhs>("FloorMod");
+  RegisterBinary<EqualOp, kAllTypes, true>("Equal");
+  RegisterBinary<NotEqualOp, kAllTypes, true>("NotEqual");
+  RegisterBinary<GreaterOp, kNumeric, true>("Greater");
+  RegisterBinary<GreaterEqualOp, kNumeric, true>("GreaterEqual");
+  RegisterBinary<LessOp, kNumeric, true>("Less");
+  RegisterBinary<LessEqualOp, kNumeric, true>("LessEqual");
+  RegisterBinary<LogicalAndOp, kBools>("LogicalAnd");
+  RegisterBinary<LogicalOrOp, kBools>("LogicalOr");
+
+  RegisterUnary<NegOp, kNumeric>("Neg");
+  RegisterUnary<AbsOp, kNumeric>("Abs");
+  RegisterUnary<SquareOp, kNumeric>("Square");
+  RegisterUnary<SignOp, kNumeric>("Sign");
+  RegisterUnary<ExpOp, kReal>("Exp");
+  RegisterUnary<LogOp, kReal>("Log");
+  RegisterUnary<Log1pOp, kReal>("Log1p");
+  RegisterUnary<SqrtOp, kReal>("Sqrt");
+  RegisterUnary<RsqrtOp, kReal>("Rsqrt");
+  RegisterUnary<ReciprocalOp, kReal>("Reciprocal");
+  RegisterUnary<ReciprocalOp, kReal>("Inv");
+  RegisterUnary<FloorOp, kReal>("Floor");
+  RegisterUnary<CeilOp, kReal>("Ceil");
+  RegisterUnary<RoundOp, kNumeric>("Round");
+  RegisterUnary<LogicalNotOp, kBools>("LogicalNot");
+  RegisterUnary<CosOp, kReal>("Cos");
+  RegisterUnary<SinOp, kReal>("Sin");
+  RegisterUnary<IsFiniteOp, kReal, true>("IsFinite");
+  RegisterUnary<IsInfOp, kReal, true>("IsInf");
+  RegisterUnary<IsNanOp, kReal, true>("IsNan");
+  RegisterBinary<BitwiseAndOp, kInts>("BitwiseAnd");
+  RegisterBinary<BitwiseOrOp, kInts>("BitwiseOr");
+  RegisterBinary<BitwiseXorOp, kInts>("BitwiseXor");
+
+  RegisterKernel("AddN", MakeAddN);
+  RegisterKernel("Select", [](const KernelDef& d, std::unique_ptr<Kernel>* k) { return MakeSelect(d, false, k); });
+  RegisterKernel("SelectV2", [](const KernelDef& d, std::unique_ptr<Kernel>* k) { return MakeSelect(d, true, k); });
+  RegisterKernel("BiasAdd", MakeBiasAdd);
+}
+StaticInit init(RegisterAll);
+
+}  // namespace
+}  // namespace kernels
+}  // namespace npu

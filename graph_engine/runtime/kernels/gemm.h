@@ -1,0 +1,18 @@
+// Single-precision matrix product on the thread pool (Eigen's GEMM on row blocks).
+#ifndef NPU_KERNELS_GEMM_H_
+#define NPU_KERNELS_GEMM_H_
+
+#include <cstdint>
+
+namespace npu {
+namespace kernels {
+
+// C[M,N] = op(A) * op(B), or C += op(A) * op(B) when `accumulate`. All matrices are dense
+// row-major: A is [M,K] ([K,M] when trans_a), B is [K,N] ([N,K] when trans_b), C is [M,N].
+void Gemm(int64_t m, int64_t n, int64_t k, const float* a, bool trans_a, const float* b,
+          bool trans_b, float* c, bool accumulate = false);
+
+}  // namespace kernels
+}  // namespace npu
+
+#endif  // NPU_KERNELS_GEMM_H_

@@ -1,0 +1,154 @@
+// MatMul and BatchMatMul{,V2,V3}: float32 GEMM on float32/float16/bfloat16 storage, and an
+// exact (wrapping) int64 product for int32/int64.
+#include <array>
+
+#include "kernels/float_io.h"
+#include "kernels/gemm.h"
+#include "kernels/shape.h"
+
+namespace npu {
+namespace kernels {
+namespace {
+
+struct MatMulShape {
+  int64_t m, n, k;
+  bool trans_a, trans_b;
+};
+
+// Reads [.., M, K] x [.., K, N] (each possibly transposed) from the last two axes.
+Status InferMatMul(const Dims& a, const Dims& b, bool ta, bool tb, MatMulShape* s) {
+  const size_t ra = a.size(), rb = b.size();
+  const int64_t ak = ta ? a[ra - 2] : a[ra - 1], bk = tb ? b[rb - 1] : b[rb - 2];
+  if (ak != bk)
+    return Error("inner dimensions differ: ", ShapeString(a), (ta ? "^T" : ""), " x ",
+                 ShapeString(b), (tb ? "^T" : ""));
+  *s = {ta ? a[ra - 1] : a[ra - 2], tb ? b[rb - 2] : b[rb - 1], ak, ta, tb};
+  return Status::Ok();
+}
+
+// C = op(A) * op(B) in int64, row by row (i-k-j order keeps the inner loop contiguous in B
+// and C when B is not transposed).
+void IntGemm(const MatMulShape& s, const int64_t* a, const int64_t* b, int64_t* c) {
+  ParallelFor(s.m, 2 * s.n * s.k, [&](int64_t r0, int64_t r1) {
+    for (int64_t i = r0; i < r1; ++i) {
+      int64_t* row = c + i * s.n;
+      std::fill(row, row + s.n, 0);
+      for (int64_t kk = 0; kk < s.k; ++kk) {
+        const uint64_t av = static_cast<uint64_t>(s.trans_a ? a[kk * s.m + i] : a[i * s.k + kk]);
+        for (int64_t j = 0; j < s.n; ++j) {
+          const uint64_t bv = static_cast<uint64_t>(s.trans_b ? b[j * s.k + kk] : b[kk * s.n + j]);
+          row[j] = static_cast<int64_t>(static_cast<uint64_t>(row[j]) + av * bv);
+        }
+      }
+    }
+  });
+}
+
+class MatMulKernel : public Kernel {
+ public:
+  // `batches` holds, per output matrix, the matrix offsets of (out, a, b).
+  MatMulKernel(MatMulShape s, std::vector<std::array<int64_t, 3>> batches, int64_t a_size,
+               int64_t b_size, int dtype)
+      : s_(s), batches_(std::move(batches)), a_size_(a_size), b_size_(b_size), dtype_(dtype) {}
+
+  Status Compute(const KernelArgs& args) const override {
+    if (!IsFloatStorage(dtype_)) {
+      IntCompute(args);
+      return Status::Ok();
+    }
+    const int64_t mn = s_.m * s_.n, mk = s_.m * s_.k, kn = s_.k * s_.n;
+    FloatIn a(dtype_, args.in(0), a_size_), b(dtype_, args.in(1), b_size_);
+    FloatOut c(dtype_, args.out(0), mn * static_cast<int64_t>(batches_.size()));
+    ParallelFor(batches_.size(), 2 * mn * s_.k, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        const auto& off = batches_[i];
+        Gemm(s_.m, s_.n, s_.k, a.data() + off[1] * mk, s_.trans_a, b.data() + off[2] * kn,
+             s_.trans_b, c.data() + off[0] * mn);
+      }
+    });
+    c.Finish();
+    return Status::Ok();
+  }
+
+ private:
+  void IntCompute(const KernelArgs& args) const {
+    const int64_t mn = s_.m * s_.n;
+    std::vector<int64_t> a(a_size_), b(b_size_), c(mn * batches_.size());
+    Load<int64_t>(dtype_, args.in(0), a_size_, a.data());
+    Load<int64_t>(dtype_, args.in(1), b_size_, b.data());
+    for (size_t i = 0; i < batches_.size(); ++i) {
+      const auto& off = batches_[i];
+      IntGemm(s_, a.data() + off[1] * s_.m * s_.k, b.data() + off[2] * s_.k * s_.n, c.data() + off[0] * mn);
+    }
+    Store<int64_t>(dtype_, c.data(), static_cast<int64_t>(c.size()), args.out(0));
+  }
+
+  MatMulShape s_;
+  std::vector<std::array<int64_t, 3>> batches_;
+  int64_t a_size_, b_size_;
+  int dtype_;
+};
+
+Status MakeMatMul(const KernelDef& def, bool batched, bool broadcast, std::unique_ptr<Kernel>* out) {
+  NPU_RETURN_IF_ERROR(CheckArity(def, 2, 1));
+  const int dtype = def.outputs[0].dtype;
+  if (dtype == kInt32 || dtype == kInt64) {
+    if (def.inputs[0].dtype != dtype || def.inputs[1].dtype != dtype)
+      return Error("inputs are ", DTypeName(def.inputs[0].dtype), " and ", DTypeName(def.inputs[1].dtype),
+                   "; expected the output dtype ", DTypeName(dtype));
+  } else {
+    Status st = CheckFloatStorage(def);
+    if (!st.ok()) return Error(st.message, ", int32, int64");
+  }
+  const Dims &a = def.inputs[0].dims, &b = def.inputs[1].dims, &o = def.outputs[0].dims;
+  bool ta, tb;
+  NPU_RETURN_IF_ERROR(def.attrs.Bool(batched ? "adj_x" : "transpose_a", false, &ta));
+  NPU_RETURN_IF_ERROR(def.attrs.Bool(batched ? "adj_y" : "transpose_b", false, &tb));
+  if (!batched && (a.size() != 2 || b.size() != 2))
+    return Error("inputs must be matrices, got ", ShapeString(a), " and ", ShapeString(b));
+  if (a.size() < 2 || b.size() < 2 || o.size() < 2)
+    return Error("inputs and output need rank >= 2, got ", ShapeString(a), ", ", ShapeString(b),
+                 " -> ", ShapeString(o));
+  MatMulShape s;
+  NPU_RETURN_IF_ERROR(InferMatMul(a, b, ta, tb, &s));
+  // Batch axes: equal (BatchMatMul) or broadcast to the output's (V2, V3).
+  const Dims out_batch(o.begin(), o.end() - 2), a_batch(a.begin(), a.end() - 2),
+      b_batch(b.begin(), b.end() - 2);
+  Dims want = out_batch;
+  want.push_back(s.m);
+  want.push_back(s.n);
+  if (o != want || (!broadcast && (a_batch != out_batch || b_batch != out_batch)))
+    return Error("output shape ", ShapeString(o), " does not match ", ShapeString(a), " x ",
+                 ShapeString(b));
+  std::vector<Dims> strides(3);
+  strides[0] = RowMajorStrides(out_batch);
+  NPU_RETURN_IF_ERROR(BroadcastStrides(a_batch, out_batch, &strides[1]));
+  NPU_RETURN_IF_ERROR(BroadcastStrides(b_batch, out_batch, &strides[2]));
+  const StridedPlan plan = StridedPlan::Make(out_batch, strides);
+  std::vector<std::array<int64_t, 3>> batches;
+  plan.ForEachRun(0, plan.size(), [&](const int64_t* off, int64_t n) {
+    for (int64_t i = 0; i < n; ++i)
+      batches.push_back({off[0] + i * plan.inner_stride(0), off[1] + i * plan.inner_stride(1),
+                         off[2] + i * plan.inner_stride(2)});
+  });
+  *out = std::make_unique<MatMulKernel>(s, std::move(batches), NumElements(a), NumElements(b),
+                                        def.outputs[0].dtype);
+  return Status::Ok();
+}
+
+NPU_REGISTER_KERNEL("MatMul", [](const KernelDef& d, std::unique_ptr<Kernel>* k) {
+  return MakeMatMul(d, false, false, k);
+});
+NPU_REGISTER_KERNEL("BatchMatMul", [](const KernelDef& d, std::unique_ptr<Kernel>* k) {
+  return MakeMatMul(d, true, false, k);
+});
+NPU_REGISTER_KERNEL("BatchMatMulV2", [](const KernelDef& d, std::unique_ptr<Kernel>* k) {
+  return MakeMatMul(d, true, true, k);
+});
+NPU_REGISTER_KERNEL("BatchMatMulV3", [](const KernelDef& d, std::unique_ptr<Kernel>* k) {
+  return MakeMatMul(d, true, true, k);
+});
+
+}  // namespace
+}  // namespace kernels
+}  // namespace npu

@@ -1,0 +1,182 @@
+// MaxPool/AvgPool and their gradients, in float32 over either data layout.
+//
+// Work is split by (image, channel block): each unit reads and writes only its own channels,
+// so the gradients' scatter needs no synchronisation.
+#include <limits>
+
+#include "kernels/float_io.h"
+#include "kernels/window.h"
+
+namespace npu {
+namespace kernels {
+namespace {
+
+enum class PoolKind { kMax, kAvg, kMaxGrad, kAvgGrad };
+
+class PoolKernel : public Kernel {
+ public:
+  PoolKernel(PoolKind kind, Window2D g, int dtype) : kind_(kind), g_(g), dtype_(dtype) {
+    g_.Strides(g_.h, g_.w, g_.c, in_);
+    g_.Strides(g_.oh, g_.ow, g_.c, out_);
+    block_ = g_.nchw ? 1 : 64;   // NHWC: a block of contiguous channels per window element
+  }
+
+  Status Compute(const KernelArgs& args) const override {
+    const int64_t in_size = g_.n * g_.h * g_.w * g_.c, out_size = g_.n * g_.oh * g_.ow * g_.c;
+    const bool forward = kind_ == PoolKind::kMax || kind_ == PoolKind::kAvg;
+    // Forward: x -> y. MaxPoolGrad: (x, y, dy) -> dx. AvgPoolGrad: dy -> dx.
+    const int grad_input = kind_ == PoolKind::kMaxGrad ? 2 : 0;
+    FloatIn x(dtype_, args.in(0), kind_ == PoolKind::kAvgGrad ? out_size : in_size);
+    FloatIn dy(dtype_, args.in(grad_input), kind_ == PoolKind::kMaxGrad ? out_size : 0);
+    FloatOut out(dtype_, args.out(0), forward ? out_size : in_size);
+    const int64_t blocks = (g_.c + block_ - 1) / block_;
+    ParallelFor(g_.n * blocks, g_.oh * g_.ow * g_.kh * g_.kw * block_, [&](int64_t u0, int64_t u1) {
+      for (int64_t u = u0; u < u1; ++u) {
+        const int64_t n = u / blocks, c0 = u % blocks * block_, c1 = std::min(g_.c, c0 + block_);
+        switch (kind_) {
+          case PoolKind::kMax: Max(x.data(), out.data(), n, c0, c1); break;
+          case PoolKind::kAvg: Avg(x.data(), out.data(), n, c0, c1); break;
+          case PoolKind::kMaxGrad: MaxGrad(x.data(), dy.data(), out.data(), n, c0, c1); break;
+          case PoolKind::kAvgGrad: AvgGrad(x.data(), out.data(), n, c0, c1); break;
+        }
+      }
+    });
+    out.Finish();
+    return Status::Ok();
+  }
+
+ private:
+  // Calls fn(element offset of the window pixel without channel) for the in-range pixels of
+  // output pixel (oh, ow), in TF's scan order (rows, then columns).
+  template <class Fn>
+  void ForWindow(int64_t n, int64_t oh, int64_t ow, Fn&& fn) const {
+    const int64_t h0 = oh * g_.sh - g_.pad_top, w0 = ow * g_.sw - g_.pad_left;
+    for (int64_t ih = std::max<int64_t>(h0, 0); ih < std::min(h0 + g_.kh, g_.h); ++ih)
+      for (int64_t iw = std::max<int64_t>(w0, 0); iw < std::min(w0 + g_.kw, g_.w); ++iw)
+        fn(n * in_[0] + ih * in_[1] + iw * in_[2]);
+  }
+  int64_t OutAt(int64_t n, int64_t oh, int64_t ow) const {
+    return n * out_[0] + oh * out_[1] + ow * out_[2];
+  }
+  int64_t WindowCount(int64_t oh, int64_t ow) const {
+    const int64_t h0 = oh * g_.sh - g_.pad_top, w0 = ow * g_.sw - g_.pad_left;
+    return (std::min(h0 + g_.kh, g_.h) - std::max<int64_t>(h0, 0)) *
+           (std::min(w0 + g_.kw, g_.w) - std::max<int64_t>(w0, 0));
+  }
+
+  void Max(const float* x, float* y, int64_t n, int64_t c0, int64_t c1) const {
+    float acc[64];
+    for (int64_t oh = 0; oh < g_.oh; ++oh)
+      for (int64_t ow = 0; ow < g_.ow; ++ow) {
+        std::fill(acc, acc + (c1 - c0), -std::numeric_limits<float>::infinity());
+        ForWindow(n, oh, ow, [&](int64_t at) {
+          for (int64_t c = c0; c < c1; ++c) acc[c - c0] = std::max(acc[c - c0], x[at + c * in_[3]]);
+        });
+        for (int64_t c = c0; c < c1; ++c) y[OutAt(n, oh, ow) + c * out_[3]] = acc[c - c0];
+      }
+  }
+
+  // Averages over the in-range pixels only (SAME padding does not count), as TF does.
+  void Avg(const float* x, float* y, int64_t n, int64_t c0, int64_t c1) const {
+    float acc[64];
+    for (int64_t oh = 0; oh < g_.oh; ++oh)
+      for (int64_t ow = 0; ow < g_.ow; ++ow) {
+        std::fill(acc, acc + (c1 - c0), 0.0f);
+        ForWindow(n, oh, ow, [&](int64_t at) {
+          for (int64_t c = c0; c < c1; ++c) acc[c - c0] += x[at + c * in_[3]];
+        });
+        const float count = static_cast<float>(WindowCount(oh, ow));
+        for (int64_t c = c0; c < c1; ++c) y[OutAt(n, oh, ow) + c * out_[3]] = acc[c - c0] / count;
+      }
+  }
+
+  void ZeroInput(float* dx, int64_t n, int64_t c0, int64_t c1) const {
+    for (int64_t ih = 0; ih < g_.h; ++ih)
+      for (int64_t iw = 0; iw < g_.w; ++iw)
+        for (int64_t c = c0; c < c1; ++c) dx[n * in_[0] + ih * in_[1] + iw * in_[2] + c * in_[3]] = 0;
+  }
+
+  // The gradient goes to the first maximum in scan order (a strictly greater value wins).
+  void MaxGrad(const float* x, const float* dy, float* dx, int64_t n, int64_t c0, int64_t c1) const {
+    ZeroInput(dx, n, c0, c1);
+    float best[64];
+    int64_t arg[64];
+    for (int64_t oh = 0; oh < g_.oh; ++oh)
+      for (int64_t ow = 0; ow < g_.ow; ++ow) {
+        std::fill(arg, arg + (c1 - c0), -1);
+        ForWindow(n, oh, ow, [&](int64_t at) {
+          for (int64_t c = c0; c < c1; ++c) {
+            const float v = x[at + c * in_[3]];
+            if (arg[c - c0] < 0 || v > best[c - c0]) {
+              best[c - c0] = v;
+              arg[c - c0] = at + c * in_[3];
+            }
+          }
+        });
+        for (int64_t c = c0; c < c1; ++c)
+          if (arg[c - c0] >= 0) dx[arg[c - c0]] += dy[OutAt(n, oh, ow) + c * out_[3]];
+      }
+  }
+
+  void AvgGrad(const float* dy, float* dx, int64_t n, int64_t c0, int64_t c1) const {
+    ZeroInput(dx, n, c0, c1);
+    for (int64_t oh = 0; oh < g_.oh; ++oh)
+      for (int64_t ow = 0; ow < g_.ow; ++ow) {
+        const float inv = 1.0f / static_cast<float>(WindowCount(oh, ow));
+        ForWindow(n, oh, ow, [&](int64_t at) {
+          for (int64_t c = c0; c < c1; ++c) dx[at + c * in_[3]] += dy[OutAt(n, oh, ow) + c * out_[3]] * inv;
+        });
+      }
+  }
+
+  PoolKind kind_;
+  Window2D g_;
+  int dtype_;
+  int64_t in_[4], out_[4], block_;
+};
+
+Status MakePool(const KernelDef& def, PoolKind kind, std::unique_ptr<Kernel>* out) {
+  const int n_in = kind == PoolKind::kMaxGrad ? 3 : 1;
+  NPU_RETURN_IF_ERROR(CheckArity(def, n_in, 1));
+  NPU_RETURN_IF_ERROR(CheckFloatStorage(def));
+  int64_t kh, kw;
+  NPU_RETURN_IF_ERROR(PoolWindowSize(def.attrs, &kh, &kw));
+  Dims input = kind == PoolKind::kAvgGrad ? Dims() : def.inputs[0].dims;
+  if (kind == PoolKind::kAvgGrad) NPU_RETURN_IF_ERROR(def.attrs.IntList("orig_input_shape", &input));
+  Window2D g;
+  NPU_RETURN_IF_ERROR(MakeWindow2D(def.attrs, input, kh, kw, false, &g));
+  const Dims pooled = g.OutputShape(g.c);
+  switch (kind) {
+    case PoolKind::kMax:
+    case PoolKind::kAvg:
+      NPU_RETURN_IF_ERROR(CheckShape("output", def.outputs[0].dims, pooled));
+      break;
+    case PoolKind::kMaxGrad:
+      NPU_RETURN_IF_ERROR(CheckShape("orig_output", def.inputs[1].dims, pooled));
+      NPU_RETURN_IF_ERROR(CheckShape("grad", def.inputs[2].dims, pooled));
+      NPU_RETURN_IF_ERROR(CheckShape("output", def.outputs[0].dims, input));
+      break;
+    case PoolKind::kAvgGrad:
+      NPU_RETURN_IF_ERROR(CheckShape("grad", def.inputs[0].dims, pooled));
+      NPU_RETURN_IF_ERROR(CheckShape("output", def.outputs[0].dims, input));
+      break;
+  }
+  *out = std::make_unique<PoolKernel>(kind, g, def.outputs[0].dtype);
+  return Status::Ok();
+}
+
+template <PoolKind kKind>
+Status MakePoolOf(const KernelDef& def, std::unique_ptr<Kernel>* out) {
+  return MakePool(def, kKind, out);
+}
+
+NPU_REGISTER_KERNEL("MaxPool", MakePoolOf<PoolKind::kMax>);
+NPU_REGISTER_KERNEL("MaxPoolV2", MakePoolOf<PoolKind::kMax>);
+NPU_REGISTER_KERNEL("AvgPool", MakePoolOf<PoolKind::kAvg>);
+NPU_REGISTER_KERNEL("MaxPoolGrad", MakePoolOf<PoolKind::kMaxGrad>);
+NPU_REGISTER_KERNEL("MaxPoolGradV2", MakePoolOf<PoolKind::kMaxGrad>);
+NPU_REGISTER_KERNEL("AvgPoolGrad", MakePoolOf<PoolKind::kAvgGrad>);
+
+}  // namespace
+}  // namespace kernels
+}  // namespace npu

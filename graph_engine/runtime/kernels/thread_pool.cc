@@ -1,0 +1,136 @@
+#include "kernels/thread_pool.h"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdlib>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace npu {
+namespace kernels {
+namespace {
+
+// Below this many operations a loop is not worth handing to other threads.
+constexpr int64_t kMinParallelCost = 1 << 15;
+
+thread_local bool t_in_parallel_range = false;
+
+// One ParallelFor call: its ranges are claimed by workers and by the caller.
+struct Job {
+  const std::function<void(int64_t, int64_t)>* fn;
+  int64_t n, chunks, next = 0;   // next: guarded by the pool's mutex
+  std::mutex mu;
+  std::condition_variable done_cv;
+  int64_t done = 0;
+  std::exception_ptr error;
+
+  void Run(int64_t chunk) {
+    const int64_t begin = n * chunk / chunks, end = n * (chunk + 1) / chunks;
+    std::exception_ptr e;
+    t_in_parallel_range = true;
+    try {
+      (*fn)(begin, end);
+    } catch (...) {
+      e = std::current_exception();
+    }
+    t_in_parallel_range = false;
+    // Notify under the lock: the caller destroys the job as soon as it sees the last chunk.
+    std::lock_guard<std::mutex> lock(mu);
+    if (e && !error) error = e;
+    if (++done == chunks) done_cv.notify_all();
+  }
+};
+
+class Pool {
+ public:
+  static Pool& Get() {
+    static Pool* pool = new Pool();   // never destroyed: workers may outlive static teardown
+    return *pool;
+  }
+
+  int threads() const { return static_cast<int>(workers_.size()) + 1; }
+
+  void Run(Job* job) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      queue_.push_back(job);
+    }
+    cv_.notify_all();
+    // The caller works on its own job until no chunk is left, then waits for the stragglers.
+    for (;;) {
+      int64_t chunk;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (job->next == job->chunks) break;
+        chunk = Claim(job);
+      }
+      job->Run(chunk);
+    }
+    std::unique_lock<std::mutex> lock(job->mu);
+    job->done_cv.wait(lock, [job] { return job->done == job->chunks; });
+  }
+
+ private:
+  Pool() {
+    int n = static_cast<int>(std::thread::hardware_concurrency());
+    if (const char* env = std::getenv("NPU_NUM_THREADS")) n = std::atoi(env);
+    n = std::max(1, std::min(n, 256));
+    for (int i = 1; i < n; ++i) workers_.emplace_back([this] { Work(); });
+    for (auto& t : workers_) t.detach();
+  }
+
+  // Takes the job's next chunk; drops the job from the queue once all are claimed.
+  int64_t Claim(Job* job) {
+    const int64_t chunk = job->next++;
+    if (job->next == job->chunks) queue_.erase(std::find(queue_.begin(), queue_.end(), job));
+    return chunk;
+  }
+
+  void Work() {
+    for (;;) {
+      Job* job;
+      int64_t chunk;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [this] { return !queue_.empty(); });
+        job = queue_.front();
+        chunk = Claim(job);
+      }
+      job->Run(chunk);
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Job*> queue_;
+  std::vector<std::thread> workers_;
+};
+
+}  // namespace
+
+int NumThreads() { return Pool::Get().threads(); }
+
+void ParallelFor(int64_t n, int64_t cost_per_item,
+                 const std::function<void(int64_t, int64_t)>& fn) {
+  if (n <= 0) return;
+  const int64_t cost = n * std::max<int64_t>(cost_per_item, 1);
+  Pool& pool = Pool::Get();
+  if (t_in_parallel_range || pool.threads() == 1 || cost < 2 * kMinParallelCost || n == 1) {
+    fn(0, n);
+    return;
+  }
+  // A few chunks per thread balance uneven ranges; each keeps at least kMinParallelCost work.
+  Job job;
+  job.fn = &fn;
+  job.n = n;
+  job.chunks = std::min<int64_t>({n, 4 * pool.threads(), cost / kMinParallelCost});
+  pool.Run(&job);
+  if (job.error) std::rethrow_exception(job.error);
+}
+
+}  // namespace kernels
+}  // namespace npu

@@ -1,0 +1,300 @@
+"""compile_model end to end: forward+backward graphs traced from tf.function are partitioned,
+compiled with concrete shapes and run by the reference executor; results match TF on CPU.
+Also the memory plan, folding into kernels, errors, metadata and the compile cache."""
+import json
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from tensorflow.core.framework import graph_pb2
+
+from graph_engine.compiler import attrs as attr_util
+from graph_engine.compiler import compile as compile_module
+from graph_engine.compiler import model_format as mf
+from graph_engine.compiler import reference_executor
+from graph_engine.compiler.api import CompileError, compile_model, partition_graph
+from graph_engine.compiler.testing import cluster_request, op_request, place
+
+R = np.random.default_rng(2)
+
+
+def compile_function(fn, args):
+    """Traces fn, places it on the NPU, partitions it into exactly one cluster and compiles
+    that cluster. Returns (model bytes, cluster inputs, {fetch index: cluster output index})."""
+    cf = tf.function(fn).get_concrete_function(*[tf.TensorSpec(a.shape, a.dtype) for a in args])
+    fetches = [t.op.name for t in cf.outputs]
+    gd = place(cf.graph.as_graph_def(), fetches=fetches)
+    out = graph_pb2.GraphDef.FromString(partition_graph(gd.SerializeToString()))
+    (cluster,) = [n for n in out.node if n.op == "NpuGraphOp"]
+    placeholders = [n.name for n in gd.node if n.op == "Placeholder"]
+    inputs = [args[placeholders.index(ref)] for ref in cluster.input]
+    by_name = {n.name: n for n in out.node}
+    routes = {}
+    for i, name in enumerate(fetches):
+        ref = by_name[name].input[0]
+        assert ref.split(":")[0] == cluster.name, "every fetch must come from the cluster"
+        routes[i] = int(ref.split(":")[1]) if ":" in ref else 0
+    model = compile_model(cluster_request(cluster, inputs).SerializeToString())
+    return model, inputs, routes
+
+
+def run_and_compare(fn, args, tolerances):
+    """tolerances: (rtol, atol) per output of fn."""
+    model, inputs, routes = compile_function(fn, args)
+    got = reference_executor.run(model, inputs)
+    want = tf.function(fn)(*args)
+    for i, (rtol, atol) in enumerate(tolerances):
+        np.testing.assert_allclose(np.asarray(got[routes[i]], np.float32),
+                                   np.asarray(want[i], np.float32), rtol=rtol, atol=atol,
+                                   err_msg=f"output {i}")
+    check_memory_plan(mf.deserialize(model))
+    return mf.deserialize(model)
+
+
+def mlp_step(x, y, w1, b1, w2, b2):
+    with tf.GradientTape() as tape:
+        tape.watch([w1, b1, w2, b2])
+        h = tf.nn.relu(tf.matmul(x, w1) + b1)
+        logits = tf.matmul(h, w2) + b2
+        loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(y, logits))
+    grads = tape.gradient(loss, [w1, b1, w2, b2])
+    return [loss, logits] + grads
+
+
+def mlp_args(dtype=np.float32):
+    return [R.standard_normal((16, 20)).astype(dtype), R.integers(0, 10, 16).astype(np.int32),
+            (R.standard_normal((20, 32)) * 0.3).astype(dtype), np.zeros(32, dtype),
+            (R.standard_normal((32, 10)) * 0.3).astype(dtype), np.zeros(10, dtype)]
+
+
+FWD, GRAD = (1e-5, 1e-6), (1e-4, 1e-6)
+
+
+def test_mlp_forward_and_backward_match_tensorflow():
+    model = run_and_compare(mlp_step, mlp_args(), [FWD, FWD] + [GRAD] * 4)
+    kernels = {k.kernel for k in model.kernels}
+    assert {"MatMul", "ReluGrad", "SparseSoftmaxCrossEntropyWithLogits"} <= kernels
+    assert not kernels & {"Shape", "ShapeN", "BroadcastGradientArgs", "Identity"}
+
+
+def cnn_step(x, y, k1, b1, w2, b2):
+    """Conv -> ReLU -> MaxPool -> AvgPool -> dense, softmax cross-entropy, SGD update."""
+    with tf.GradientTape() as tape:
+        tape.watch([k1, b1, w2, b2])
+        h = tf.nn.relu(tf.nn.bias_add(tf.nn.conv2d(x, k1, 1, "SAME"), b1))
+        h = tf.nn.max_pool2d(h, 2, 2, "VALID")
+        h = tf.nn.avg_pool2d(h, 3, 1, "SAME")
+        logits = tf.matmul(tf.reshape(h, [tf.shape(h)[0], -1]), w2) + b2
+        loss = tf.reduce_mean(tf.nn.softmax_cross_entropy_with_logits(y, logits))
+    grads = tape.gradient(loss, [k1, b1, w2, b2])
+    return [loss] + grads + [v - 0.1 * g for v, g in zip([k1, b1, w2, b2], grads)]
+
+
+def cnn_args():
+    labels = np.eye(5, dtype=np.float32)[R.integers(0, 5, 4)]
+    return [R.standard_normal((4, 8, 8, 3)).astype(np.float32), labels,
+            (R.standard_normal((3, 3, 3, 6)) * 0.3).astype(np.float32), np.zeros(6, np.float32),
+            (R.standard_normal((96, 5)) * 0.1).astype(np.float32), np.zeros(5, np.float32)]
+
+
+def test_cnn_train_step_matches_tensorflow():
+    model = run_and_compare(cnn_step, cnn_args(), [FWD] + [GRAD] * 8)
+    kernels = {k.kernel for k in model.kernels}
+    assert {"Conv2D", "Conv2DBackpropFilter", "MaxPoolGrad", "AvgPoolGrad", "BiasAddGrad"} <= \
+        kernels
+    assert "Conv2DBackpropInput" not in kernels          # d(loss)/d(x) is dead code
+    meta = json.loads(model.metadata)
+    assert meta["arena_bytes"] < meta["no_reuse_bytes"]
+
+
+def conv_input_grad(x, k):
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = tf.nn.conv2d(x, k, 2, "SAME")
+        loss = tf.reduce_sum(y * y)
+    return [y, tape.gradient(loss, x)]
+
+
+def test_conv_input_gradient_matches_tensorflow():
+    args = [R.standard_normal((2, 7, 7, 3)).astype(np.float32),
+            R.standard_normal((3, 3, 3, 4)).astype(np.float32)]
+    run_and_compare(conv_input_grad, args, [FWD, GRAD])
+
+
+@pytest.mark.parametrize("dtype,rtol", [(np.float16, 2e-2), (tf.bfloat16.as_numpy_dtype, 8e-2)],
+                         ids=["float16", "bfloat16"])
+def test_mlp_in_half_precision(dtype, rtol):
+    """float16/bfloat16 storage: each kernel rounds once on store; TF's CPU kernels round
+    similarly, so results agree within a few storage ulps per layer (rtol scaled to the
+    output's magnitude)."""
+    args = mlp_args(dtype)
+    model, inputs, routes = compile_function(mlp_step, args)
+    got = reference_executor.run(model, inputs)
+    want = tf.function(mlp_step)(*args)
+    for i in range(len(want)):
+        g, w = np.asarray(got[routes[i]], np.float32), np.asarray(want[i], np.float32)
+        assert got[routes[i]].dtype == dtype
+        np.testing.assert_allclose(g, w, rtol=rtol, atol=rtol * np.abs(w).max())
+
+
+# ---- memory plan ------------------------------------------------------------------------------
+
+def check_memory_plan(model):
+    """No two arena values that are live at the same kernel overlap; the arena is no bigger
+    than giving every value its own slot and no smaller than the peak of live bytes."""
+    life = {}
+    for step, k in enumerate(model.kernels):
+        for v in k.outputs:
+            life.setdefault(v, [step, step])
+        for v in k.inputs:
+            if v in life:
+                life[v][1] = step
+    arena = [i for i, v in enumerate(model.values) if v.kind == mf.Kind.ARENA]
+    assert set(arena) <= set(life)
+    for i in arena:
+        v = model.values[i]
+        assert v.where % 64 == 0 and v.where + v.nbytes <= model.arena_bytes
+    for a in arena:
+        for b in arena:
+            va, vb = model.values[a], model.values[b]
+            if a < b and life[a][0] <= life[b][1] and life[b][0] <= life[a][1]:
+                assert va.where + va.nbytes <= vb.where or vb.where + vb.nbytes <= va.where, \
+                    f"values {a} and {b} are live together and overlap"
+    meta = json.loads(model.metadata)
+    assert meta["live_bytes_lower_bound"] <= model.arena_bytes <= meta["no_reuse_bytes"]
+    for i, v in enumerate(model.values):
+        if v.kind == mf.Kind.CONST:
+            assert v.where % mf.CONST_ALIGNMENT == 0
+    for i, vid in enumerate(model.outputs):            # kernels write outputs in place
+        v = model.values[vid]
+        if any(vid in k.outputs for k in model.kernels) and model.outputs.index(vid) == i:
+            assert (v.kind, v.where) == (mf.Kind.OUTPUT, i)
+
+
+def test_passthrough_constant_and_duplicate_outputs():
+    def f(x):
+        y = tf.exp(x)
+        return tf.identity(x), y, y, tf.constant([1.0, 2.0])
+    x = R.standard_normal((3,)).astype(np.float32)
+    cf = tf.function(f).get_concrete_function(tf.TensorSpec([3]))
+    gd = graph_pb2.GraphDef()
+    arg = gd.node.add(name="a", op="_Arg")
+    arg.attr["T"].type, arg.attr["index"].i = 1, 0
+    for n in cf.graph.as_graph_def().node:
+        if n.op != "Placeholder":
+            gd.node.add().CopyFrom(n)
+            gd.node[-1].input[:] = ["a" if i == "x" else i for i in n.input]
+    for i, t in enumerate(cf.outputs):
+        r = gd.node.add(name=f"r{i}", op="_Retval", input=[t.op.name])
+        r.attr["T"].type, r.attr["index"].i = 1, i
+    nd = cluster_request(_npu_graph_op(gd), [x])
+    model = mf.deserialize(compile_model(nd.SerializeToString()))
+    assert [k.kernel for k in model.kernels] == ["Exp"]
+    kinds = [model.values[v].kind for v in model.outputs]
+    assert kinds == [mf.Kind.INPUT, mf.Kind.OUTPUT, mf.Kind.OUTPUT, mf.Kind.CONST]
+    got = reference_executor.run(model, [x])
+    np.testing.assert_array_equal(got[0], x)
+    np.testing.assert_allclose(got[1], np.exp(x), rtol=1e-6)
+    np.testing.assert_array_equal(got[2], got[1])
+    assert got[2] is not got[1]
+    np.testing.assert_array_equal(got[3], [1.0, 2.0])
+
+
+def _npu_graph_op(body):
+    from tensorflow.core.framework import node_def_pb2
+    nd = node_def_pb2.NodeDef(name="c", op="NpuGraphOp")
+    nd.attr["cluster"].s = body.SerializeToString()
+    nd.attr["cluster_name"].s = b"test_cluster"
+    return nd
+
+
+def test_shape_computations_fold_into_kernel_attrs():
+    def f(x):
+        n = tf.shape(x)[0]
+        return tf.reshape(x, [n, -1]), tf.reduce_sum(x, axis=tf.range(1, tf.rank(x)))
+    x = R.standard_normal((2, 3, 4)).astype(np.float32)
+    model, inputs, routes = compile_function(f, [x])
+    m = mf.deserialize(model)
+    assert [(k.kernel, {a: v for a, v in k.attrs.items() if a in ("shape", "reduction_indices")})
+            for k in m.kernels] == [("Reshape", {"shape": [2, -1]}),
+                                    ("Sum", {"reduction_indices": [1, 2]})]
+    got = reference_executor.run(model, inputs)
+    np.testing.assert_allclose(got[routes[1]], x.sum(axis=(1, 2)), rtol=1e-6)
+
+
+def test_large_results_are_not_folded():
+    def f(x):
+        return x + tf.fill([600, 600], 1.5)           # 1.4 MB: computed at run time
+    x = np.float32(2.0)
+    model, inputs, routes = compile_function(f, [np.asarray(x)])
+    m = mf.deserialize(model)
+    assert [k.kernel for k in m.kernels] == ["Fill", "AddV2"] and len(m.const_blob) < 1024
+    assert (reference_executor.run(model, inputs)[0] == 3.5).all()
+
+
+# ---- errors, metadata, cache ----------------------------------------------------------------
+
+def test_errors_name_node_op_and_reason():
+    nd, _ = op_request("Cumsum", {"x": np.ones(3, np.float32), "axis": np.int32(0)})
+    with pytest.raises(CompileError, match=r"node 'Cumsum' \(op Cumsum\): op Cumsum has no NPU "
+                                           r"implementation"):
+        compile_model(nd.SerializeToString())
+    nd, _ = op_request("AddV2", {"x": np.ones(3), "y": np.ones(3)})
+    with pytest.raises(CompileError, match="dtype float64 not supported for op AddV2"):
+        compile_model(nd.SerializeToString())
+    nd, _ = op_request("MatMul", {"a": np.ones((2, 3), np.float32), "b": np.ones((3, 2), np.float32)})
+    nd.attr["_input_shapes"].CopyFrom(attr_util.make(shapes=[[2, 3], [2, 3]]))
+    with pytest.raises(CompileError, match="MatMul.*inner dimensions differ"):
+        compile_model(nd.SerializeToString())
+    nd, _ = op_request("Reshape", {"tensor": np.ones(6, np.float32), "shape": np.int32([2, 3])})
+    del nd.attr["_const_input_indices"], nd.attr["_const_inputs"]
+    with pytest.raises(CompileError, match="input 'shape'.*must be a compile-time constant"):
+        compile_model(nd.SerializeToString())
+    del nd.attr["_input_shapes"]
+    with pytest.raises(CompileError, match="lacks attr _input_shapes"):
+        compile_model(nd.SerializeToString())
+    with pytest.raises(CompileError, match="not a serialized tensorflow.NodeDef"):
+        compile_model(b"\x08\xff\xff")
+
+
+def test_metadata_describes_the_model():
+    nd, inputs = op_request("MatMul", {"a": np.ones((2, 3), np.float32),
+                                       "b": np.ones((3, 4), np.float32)})
+    meta = json.loads(mf.deserialize(compile_model(nd.SerializeToString())).metadata)
+    assert meta["name"] == "MatMul" and meta["source"] == "eager op"
+    assert meta["inputs"] == [{"name": "MatMul/a_0", "dtype": "float32", "shape": [2, 3]},
+                              {"name": "MatMul/b_1", "dtype": "float32", "shape": [3, 4]}]
+    assert meta["outputs"][0]["shape"] == [2, 4] and meta["kernels"] == ["MatMul"]
+    assert {p["pass"] for p in meta["passes"]} >= {"infer_shapes", "lower", "plan_memory"}
+    assert meta["arena_bytes"] == 0 and isinstance(meta["options"], dict)
+
+
+def test_compile_cache(monkeypatch):
+    nd, _ = op_request("Exp", {"x": np.ones(3, np.float32)})
+    request = nd.SerializeToString()
+    first = compile_model(request)
+    assert compile_model(request) is first
+    monkeypatch.setattr(compile_module.options, "current", lambda: {"precision_mode": "x"})
+    other = compile_model(request)                    # another options fingerprint: recompiled
+    assert other is not first
+    assert json.loads(mf.deserialize(other).metadata)["options"] == {"precision_mode": "x"}
+    assert compile_model(request) is other
+
+
+def test_cluster_options_travel_in_the_node():
+    nd, _ = op_request("Exp", {"x": np.ones(3, np.float32)})
+    gd = graph_pb2.GraphDef()
+    a = gd.node.add(name="a", op="_Arg")
+    a.attr["T"].type, a.attr["index"].i = 1, 0
+    e = gd.node.add(name="e", op="Exp", input=["a"])
+    e.attr["T"].type = 1
+    r = gd.node.add(name="r", op="_Retval", input=["e"])
+    r.attr["T"].type, r.attr["index"].i = 1, 0
+    node = _npu_graph_op(gd)
+    node.attr["options"].s = b'{"precision_mode": "force_fp32"}'
+    request = cluster_request(node, [np.ones(3, np.float32)])
+    meta = json.loads(mf.deserialize(compile_model(request.SerializeToString())).metadata)
+    assert meta["name"] == "test_cluster" and meta["options"] == {"precision_mode": "force_fp32"}
+    request.attr["_input_shapes"].CopyFrom(attr_util.make(shapes=[[3], [3]]))
+    with pytest.raises(CompileError, match="2 shapes, the cluster has 1 inputs"):
+        compile_model(request.SerializeToString())

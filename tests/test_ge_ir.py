@@ -1,0 +1,114 @@
+"""GE graph IR: GraphDef import/export round trip, signatures, attrs, structural checks."""
+import numpy as np
+import pytest
+import tensorflow as tf
+from tensorflow.core.framework import graph_pb2
+
+from graph_engine.compiler import attrs as attr_util
+from graph_engine.compiler import dtypes as dt
+from graph_engine.compiler.errors import CompileError
+from graph_engine.compiler.graphdef import export_graph_def, import_graph_def, parse_input
+from graph_engine.compiler.partition.cycles import GraphCycles
+
+
+def _function_graph():
+    @tf.function
+    def f(x, n):
+        a, b = tf.split(x, 2, axis=1)
+        parts = tf.unstack(a, axis=0)
+        s0, s1 = tf.shape_n([a, b])
+        with tf.control_dependencies([tf.debugging.assert_positive(n)]):
+            y = tf.while_loop(lambda i, v: i < n, lambda i, v: (i + 1, v * 2.0), (0, b))[1]
+        return tf.concat(parts, 0), y, s0 + s1
+    return f.get_concrete_function(tf.TensorSpec([2, 4]), tf.TensorSpec([], tf.int32)).graph
+
+
+def _lowered_loop_graph():
+    """TF1 control flow: Enter/Merge/Switch/NextIteration/Exit, a cyclic GraphDef."""
+    from tensorflow.python.ops import control_flow_v2_toggles
+    control_flow_v2_toggles.disable_control_flow_v2()
+    try:
+        with tf.Graph().as_default() as g:
+            x = tf.compat.v1.placeholder(tf.float32, [3, 3], name="x")
+            tf.while_loop(lambda i, v: i < 3, lambda i, v: (i + 1, tf.nn.relu(v @ x)),
+                          (tf.constant(0), x), name="loop")
+        return g.as_graph_def()
+    finally:
+        control_flow_v2_toggles.enable_control_flow_v2()
+
+
+@pytest.mark.parametrize("make", [lambda: _function_graph().as_graph_def(), _lowered_loop_graph],
+                         ids=["function", "lowered_while"])
+def test_graphdef_round_trip_is_lossless(make):
+    gd = make()
+    back = export_graph_def(import_graph_def(gd.SerializeToString()))
+    assert back == gd
+
+
+def test_output_dtypes_follow_list_args():
+    g = import_graph_def(_function_graph().as_graph_def())
+    by_op = {n.op: n for n in g}
+    assert [v.dtype for v in by_op["ShapeN"].outputs] == [dt.DT_INT32] * 2
+    assert len(by_op["Unpack"].outputs) == 2
+    assert [v.dtype for v in by_op["Split"].outputs] == [dt.DT_FLOAT] * 2
+    while_types = [v.dtype for v in by_op["StatelessWhile"].outputs]    # counter, max, i, v, n
+    assert while_types == [dt.DT_INT32] * 3 + [dt.DT_FLOAT, dt.DT_INT32]
+
+
+def test_unknown_op_gets_outputs_from_references():
+    gd = graph_pb2.GraphDef()
+    gd.node.add(name="c", op="MyCustomOp")
+    gd.node.add(name="use", op="Identity", input=["c:2", "^c"]).attr["T"].type = dt.DT_FLOAT
+    g = import_graph_def(gd)
+    assert len(g["c"].outputs) == 3 and g["c"].outputs[2].dtype is None
+    assert g["use"].inputs[0].ref == "c:2" and g["use"].control_inputs == [g["c"]]
+
+
+def test_bad_references_are_named():
+    gd = graph_pb2.GraphDef()
+    gd.node.add(name="use", op="Identity", input=["missing:1"])
+    with pytest.raises(CompileError, match="'missing:1' names no node.*'use'|'use'.*missing:1"):
+        import_graph_def(gd)
+    with pytest.raises(CompileError, match="not a serialized tensorflow.GraphDef"):
+        import_graph_def(b"\xff\xff\xff")
+
+
+def test_parse_input():
+    assert parse_input("a/b:3") == ("a/b", 3)
+    assert parse_input("^a:b") == ("a:b", -1)
+    assert parse_input("a") == ("a", 0)
+
+
+def test_topo_order_rejects_cycles():
+    g = import_graph_def(_lowered_loop_graph())
+    with pytest.raises(CompileError, match="cycle"):
+        g.topo_order()
+
+
+@pytest.mark.parametrize("value", [3, 2.5, True, "SAME", [1, 2], [0.5, 1.5]])
+def test_attr_round_trip(value):
+    assert attr_util.to_python(attr_util.make(value)) == value
+
+
+def test_typed_attrs_and_tensors():
+    assert attr_util.to_python(attr_util.make(type=dt.DT_HALF)) == dt.DT_HALF
+    assert attr_util.to_python(attr_util.make(types=[1, 3])) == [1, 3]
+    assert attr_util.to_python(attr_util.make(shape=[2, -1])) == [2, -1]
+    assert attr_util.to_python(attr_util.make(shapes=[[2], []])) == [[2], []]
+    for dtype in (dt.DT_BFLOAT16, dt.DT_HALF, dt.DT_INT64, dt.DT_BOOL):
+        a = np.arange(6).reshape(2, 3).astype(dt.numpy_dtype(dtype))
+        back = attr_util.to_python(attr_util.make(tensor=a))
+        assert back.dtype == a.dtype and (back == a).all()
+
+
+def test_graph_cycles_refuses_contraction_with_a_second_path():
+    c = GraphCycles(4)                      # 0 -> 1 -> 2, 0 -> 2, 2 -> 3
+    for a, b in [(0, 1), (1, 2), (0, 2), (2, 3)]:
+        assert c.add_edge(a, b)
+    assert not c.contract(0, 2)             # 0 -> 1 -> 2 would become a cycle
+    assert c.contract(0, 1) and c.contract(0, 2) and c.contract(0, 3)
+    assert c.out[0] == set() and c.inn[0] == set()
+    d = GraphCycles(3)
+    assert d.add_edge(2, 0) and d.add_edge(0, 1)      # reorders ranks
+    assert not d.add_edge(1, 2)                       # would close 2 -> 0 -> 1 -> 2
+    assert d.reachable(2, 1) and not d.reachable(1, 2)

@@ -1,0 +1,223 @@
+"""partition_graph on placed graphs: clusters, cycle avoidance, preserved nodes, control edges,
+control-flow contexts, idempotence and the report. Partitioned graphs are also executed (TF on
+CPU, clusters through the compiler and reference executor) and compared with the original."""
+import json
+
+import numpy as np
+import tensorflow as tf
+from tensorflow.core.framework import graph_pb2
+
+from graph_engine.compiler import reports
+from graph_engine.compiler.api import partition_graph
+from graph_engine.compiler.graphdef import import_graph_def
+from graph_engine.compiler.partition import TRIVIAL_REASON, dag
+from graph_engine.compiler.partition.candidates import PRESERVE_ATTR
+from graph_engine.compiler.testing import NPU, place, run_graph
+
+R = np.random.default_rng(1)
+
+
+def traced(fn, *specs):
+    cf = tf.function(fn).get_concrete_function(*specs)
+    return cf.graph.as_graph_def(), [t.name for t in cf.outputs], cf
+
+
+def partition(gd, fetches, **kw):
+    placed = place(gd, fetches=[f.split(":")[0] for f in fetches], **kw)
+    out = graph_pb2.GraphDef.FromString(partition_graph(placed.SerializeToString()))
+    dag.order(import_graph_def(out))                 # raises if the rewrite made a cycle
+    return out, reports.last()
+
+
+def clusters(gd):
+    return [n for n in gd.node if n.op == "NpuGraphOp"]
+
+
+def body(cluster):
+    return graph_pb2.GraphDef.FromString(cluster.attr["cluster"].s)
+
+
+def members(cluster):
+    """Names of the clustered nodes (without _Arg/_Retval and the Consts copied in)."""
+    return {n.name for n in body(cluster).node if n.op not in ("_Arg", "_Retval", "Const")}
+
+
+def check_runs_like_tf(gd_original, gd_partitioned, feeds, fetches):
+    want, _ = run_graph(gd_original, feeds, fetches)
+    got, _ = run_graph(gd_partitioned, feeds, fetches)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
+X = tf.TensorSpec([4, 3])
+W = tf.TensorSpec([3, 5])
+
+
+def test_supported_chain_becomes_one_cluster():
+    gd, fetches, _ = traced(lambda x, w: tf.tanh(tf.nn.relu(x @ w) + 1.0), X, W)
+    out, report = partition(gd, fetches)
+    (c,) = clusters(out)
+    assert c.name == "npu_cluster_0" and c.device == NPU
+    assert c.attr["cluster_name"].s == b"npu_cluster_0"
+    assert list(c.input) == ["x", "w"]
+    assert list(c.attr["Tin"].list.type) == [tf.float32.as_datatype_enum] * 2
+    assert list(c.attr["Tout"].list.type) == [tf.float32.as_datatype_enum]
+    assert isinstance(json.loads(c.attr["options"].s), dict)
+    b = body(c)
+    assert sorted(n.op for n in b.node if n.op in ("_Arg", "_Retval")) == ["_Arg", "_Arg", "_Retval"]
+    assert {n.op for n in body(c).node} == {"_Arg", "_Retval", "Const", "MatMul", "Relu",
+                                            "AddV2", "Tanh"}
+    assert all(n.device == "" for n in b.node)
+    fetch = next(n for n in out.node if n.name == fetches[0].split(":")[0])
+    assert list(fetch.input) == ["npu_cluster_0"]
+    assert set(report.clusters) == {"npu_cluster_0"}
+    assert set(report.clusters["npu_cluster_0"]) == members(c)
+    feeds = {"x": R.standard_normal((4, 3)).astype(np.float32),
+             "w": R.standard_normal((3, 5)).astype(np.float32)}
+    check_runs_like_tf(gd, out, feeds, fetches)
+
+
+def test_unsupported_op_in_the_middle_gives_two_clusters():
+    gd, fetches, _ = traced(lambda x: tf.nn.relu(tf.math.cumsum(tf.exp(x) * 2.0)) - 1.0, X)
+    out, report = partition(gd, fetches)
+    assert len(clusters(out)) == 2
+    entry = next(n for n in report.nodes if n.op == "Cumsum")
+    assert entry.placement == "npu_unclustered"
+    assert entry.reason == "op Cumsum has no NPU implementation"
+    check_runs_like_tf(gd, out, {"x": R.standard_normal((4, 3)).astype(np.float32)}, fetches)
+
+
+def test_cpu_placed_node_splits_and_is_reported():
+    gd, fetches, _ = traced(lambda x: tf.exp(tf.tanh(tf.exp(x))), X)
+    out, report = partition(gd, fetches, cpu_ops=("Tanh",))
+    assert len(clusters(out)) == 2
+    entry = next(n for n in report.nodes if n.op == "Tanh")
+    assert (entry.placement, entry.reason) == ("cpu", "placed on CPU by TensorFlow/user")
+
+
+def test_diamond_through_outside_node_is_not_merged():
+    def f(x):
+        a = tf.exp(x)
+        return a + tf.math.cumsum(a)                 # a -> cumsum (TF) -> add, and a -> add
+    gd, fetches, _ = traced(f, X)
+    out, _ = partition(gd, fetches)
+    (c1, c2) = clusters(out)
+    assert members(c1) == {"Exp"} and members(c2) == {"add"}
+    check_runs_like_tf(gd, out, {"x": R.standard_normal((4, 3)).astype(np.float32)}, fetches)
+
+
+def test_cycle_through_control_edge_is_avoided():
+    def f(x):
+        a = tf.exp(x)
+        s = tf.math.cumsum(a)
+        with tf.control_dependencies([s]):
+            c = a * 2.0
+        return c, s
+    gd, fetches, _ = traced(f, X)
+    out, _ = partition(gd, fetches)
+    by_members = {frozenset(members(c)): c for c in clusters(out)}
+    assert frozenset({"Exp"}) in by_members and frozenset({"mul"}) in by_members
+    mul_cluster = by_members[frozenset({"mul"})]
+    assert "^Cumsum" in mul_cluster.input
+    check_runs_like_tf(gd, out, {"x": R.standard_normal((4, 3)).astype(np.float32)}, fetches)
+
+
+def test_control_edges_move_to_the_cluster_node():
+    def f(x):
+        s = tf.math.cumsum(x)
+        with tf.control_dependencies([s]):
+            y = tf.nn.relu(x) * 3.0
+        with tf.control_dependencies([y]):
+            z = tf.math.cumsum(x, reverse=True)
+        return z, s
+    gd, fetches, _ = traced(f, X)
+    out, _ = partition(gd, fetches)
+    (c,) = clusters(out)
+    assert "^Cumsum" in c.input
+    axis = next(n for n in out.node if n.name == "Cumsum_1/axis")     # had ^mul
+    assert list(axis.input) == ["^" + c.name]
+    assert all(not i.startswith("^") for n in body(c).node for i in n.input)
+
+
+def test_preserved_node_keeps_its_name_and_stays_outside():
+    gd, fetches, _ = traced(lambda x, w: tf.tanh(tf.nn.relu(x @ w) * 2.0), X, W)
+    placed = place(gd, fetches=[f.split(":")[0] for f in fetches] + ["Relu"])
+    out = graph_pb2.GraphDef.FromString(partition_graph(placed.SerializeToString()))
+    relu = next(n for n in out.node if n.name == "Relu")
+    assert relu.op == "Relu" and all("Relu" not in members(c) for c in clusters(out))
+    assert all(PRESERVE_ATTR not in n.attr for n in out.node)
+    assert len(clusters(out)) == 2
+    entry = next(n for n in reports.last().nodes if n.node == "Relu")
+    assert entry.reason == "kept by Grappler (fetch or preserved node)"
+
+
+def test_partition_is_idempotent():
+    gd, fetches, _ = traced(lambda x, w: tf.nn.relu(x @ w), X, W)
+    once, _ = partition(gd, fetches)
+    data = once.SerializeToString()
+    assert partition_graph(data) == data
+
+
+def test_identity_only_cluster_is_skipped():
+    gd, fetches, _ = traced(lambda x: tf.identity(tf.identity(x)), X)
+    out, report = partition(gd, fetches)
+    assert not clusters(out)
+    assert any(n.reason == TRIVIAL_REASON for n in report.nodes)
+
+
+def test_resource_and_dtype_reasons():
+    v = tf.Variable(np.ones((4, 3), np.float32))
+
+    def f(x, d):
+        return x + v, d + 1.0
+    gd, fetches, _ = traced(f, X, tf.TensorSpec([2], tf.float64))
+    _, report = partition(gd, fetches)
+    reasons = {n.op: n.reason for n in report.nodes}
+    assert reasons["ReadVariableOp"] == "resource op stays in TF"
+    dbl = next(n for n in report.nodes if n.node == "add_1")
+    assert dbl.reason.startswith("dtype float64 not supported for op AddV2 (attr T; allowed: ")
+    assert len(report.clusters) == 1
+
+
+def test_clusters_never_span_devices():
+    gd, fetches, _ = traced(lambda x: tf.exp(tf.exp(x)), X)
+    placed = place(gd, fetches=[f.split(":")[0] for f in fetches])
+    next(n for n in placed.node if n.name == "Exp_1").device = NPU.replace("NPU:0", "NPU:1")
+    out = graph_pb2.GraphDef.FromString(partition_graph(placed.SerializeToString()))
+    assert sorted(c.device[-5:] for c in clusters(out)) == ["NPU:0", "NPU:1"]
+
+
+def test_lowered_while_loop_keeps_contexts_apart():
+    from tensorflow.python.ops import control_flow_v2_toggles
+    control_flow_v2_toggles.disable_control_flow_v2()
+    try:
+        with tf.Graph().as_default() as g:
+            x = tf.compat.v1.placeholder(tf.float32, [3, 3], name="x")
+            y = tf.exp(x) * 0.5
+            _, r = tf.while_loop(lambda i, v: i < 3, lambda i, v: (i + 1, tf.nn.relu(v @ y) - 0.1),
+                                 (tf.constant(0), y), name="loop")
+            out = tf.identity(tf.tanh(r) + 1.0, name="out")
+        gd = g.as_graph_def()
+    finally:
+        control_flow_v2_toggles.enable_control_flow_v2()
+    part, report = partition(gd, ["out"])
+    groups = [members(c) for c in clusters(part)]
+    inside = [m for m in groups if any(n.startswith("loop/") for n in m)]
+    assert inside and all(all(n.startswith("loop/") for n in m) for m in inside)
+    # one body cluster: its constants (control-dependent on the pivot) do not split it
+    assert any({"loop/add", "loop/matmul", "loop/Relu", "loop/sub"} <= m for m in inside)
+    assert any(m >= {"Exp", "mul"} for m in groups)
+    assert {n.op for n in report.nodes if n.reason == "control-flow op stays in TF"} >= \
+        {"Enter", "Merge", "Switch", "NextIteration", "Exit"}
+    check_runs_like_tf(gd, part, {"x": R.standard_normal((3, 3)).astype(np.float32) / 3}, [out.name])
+
+
+def test_report_registry():
+    gd, fetches, _ = traced(lambda x: tf.exp(x), X)
+    partition(gd, fetches)
+    r = reports.last()
+    assert reports.recent(1) == [r] and r in reports.recent()
+    assert len(reports.recent()) <= reports.MAX_REPORTS
+    json.dumps(r.to_dict())
+    assert "npu_cluster_0" in r.summary()
+    assert {n.node for n in r.fallbacks()} == {"x", "Identity"}
