@@ -14,6 +14,12 @@ from npu_device import _loader
 
 _loader.load_plugin()
 
+from npu_device import compiler_bridge as _compiler_bridge  # noqa: E402,F401  (TF optimizer → GE)
+from npu_device.explain import explain  # noqa: E402
+from npu_device import eager_fallback as _eager_fallback  # noqa: E402
+
+_eager_fallback.install()
+
 from npu_device.runtime import counters, info, memory_stats, reset_counters, reset_peak_memory  # noqa: E402
 from npu_device import keras_integration as _keras_integration  # noqa: E402
 

@@ -5,6 +5,10 @@ import textwrap
 
 import pytest
 
+# Load the NPU plugin before any test runs a TensorFlow op: once TF's eager context exists the
+# plugin can no longer join the process (an installed package is auto-loaded by TF anyway).
+import npu_device  # noqa: F401
+
 
 def run_python(code, env=None, timeout=300):
     """Runs `code` in a fresh interpreter (import order and process aborts need one)."""

@@ -136,7 +136,7 @@ def test_canonical_precision_and_fingerprint():
         config.set(**kw)
         return config.snapshot()
     default = snap()
-    assert default.precision == "allow_fp32_to_fp16"
+    assert default.precision == "must_keep_origin_dtype"
     assert snap(precision_mode="force_fp32").precision == "cube_fp16in_fp32out"
     assert snap(precision_mode_v2="mixed_float16").precision == "allow_mix_precision_fp16"
     # Same behaviour, same fingerprint; options that do not change graphs do not count.

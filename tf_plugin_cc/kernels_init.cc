@@ -1,0 +1,25 @@
+// TF_InitKernel: registers NpuGraphOp and the per-op NPU kernels.
+//
+// TensorFlow aborts on a duplicate op registration, so a second initialisation (the plugin
+// loaded again from another path) must register nothing: the op registry is process-wide and
+// tells us whether a copy of the plugin got here first.
+#include "registration.h"
+#include "tensorflow/c/kernels.h"
+#include "tensorflow/core/platform/logging.h"
+
+extern "C" __attribute__((visibility("default"))) void TF_InitKernel() {
+  absl::Status s = npu_tf::RegisterNpuGraphOp();
+  if (absl::IsAlreadyExists(s)) {
+    LOG(WARNING) << "NPU plugin: kernels are already registered by another copy of the "
+                    "plugin; this copy registers none";
+    return;
+  }
+  int registered = 0;
+  s = npu_tf::RegisterEagerKernels(&registered);
+  if (!s.ok()) {
+    LOG(ERROR) << "NPU plugin: no per-op NPU kernels registered, so TensorFlow places every "
+                  "op on CPU: "
+               << s.message();
+  }
+  VLOG(1) << "NPU plugin: registered NpuGraphOp and " << registered << " per-op kernels";
+}

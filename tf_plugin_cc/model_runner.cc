@@ -1,0 +1,175 @@
+#include "model_runner.h"
+
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <unordered_map>
+
+#include "absl/strings/str_cat.h"
+#include "compile_bridge.h"
+#include "tensorflow/c/kernels.h"
+#include "tensorflow/c/tf_status.h"
+#include "tensorflow/core/framework/attr_value.pb.h"
+#include "tensorflow/core/framework/tensor_shape.pb.h"
+#include "tensorflow/core/framework/types.h"
+
+namespace npu_tf {
+namespace {
+
+using tensorflow::Tensor;
+
+std::atomic<uint64_t> g_options_generation{0};
+
+struct CacheEntry {
+  std::mutex mu;  // held while this key compiles, so concurrent first calls compile once
+  std::shared_ptr<npu::CompiledModel> model;
+};
+
+absl::Status ErrorStatus(const std::string& what, const npu::Status& s) {
+  return absl::InternalError(absl::StrCat(what, ": ", s.message));
+}
+
+// TF's compute stream of the kernel's device. device.cc makes every SP_Stream an npurtStream,
+// so a model runs in order with the copies and kernels TF queued before it.
+absl::Status ComputeStream(tensorflow::OpKernelContext* ctx, npurtStream* stream) {
+  TF_Status* status = TF_NewStatus();
+  SP_Stream sp = TF_GetStream(reinterpret_cast<TF_OpKernelContext*>(ctx), status);
+  absl::Status result = TF_GetCode(status) == TF_OK
+                            ? absl::OkStatus()
+                            : absl::InternalError(absl::StrCat("no NPU stream for the kernel: ",
+                                                               TF_Message(status)));
+  TF_DeleteStatus(status);
+  *stream = reinterpret_cast<npurtStream>(sp);
+  return result;
+}
+
+}  // namespace
+
+absl::Status GetModel(const std::string& key, int device,
+                      const std::function<tensorflow::NodeDef()>& request,
+                      std::shared_ptr<npu::CompiledModel>* model) {
+  static std::mutex mu;
+  static auto* cache = new std::unordered_map<std::string, std::shared_ptr<CacheEntry>>();
+  std::shared_ptr<CacheEntry> entry;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto& slot = (*cache)[absl::StrCat(device, "|", key)];
+    if (slot == nullptr) slot = std::make_shared<CacheEntry>();
+    entry = slot;
+  }
+  std::lock_guard<std::mutex> lock(entry->mu);
+  if (entry->model == nullptr) {
+    // Failures are not cached: the next call retries and reports the error again.
+    std::string compiled;
+    tensorflow::NodeDef node = request();
+    absl::Status s = Compile(NPURT_COMPILE_MODEL, node.SerializeAsString(), &compiled);
+    if (!s.ok()) return absl::Status(s.code(), absl::StrCat("compiling for the NPU: ", s.message()));
+    npu::Status loaded =
+        npu::CompiledModel::Load(compiled.data(), compiled.size(), device, &entry->model);
+    if (!loaded.ok()) return ErrorStatus("loading the compiled model onto the NPU", loaded);
+  }
+  *model = entry->model;
+  return absl::OkStatus();
+}
+
+uint64_t OptionsGeneration() { return g_options_generation.load(std::memory_order_relaxed); }
+
+void SetInputShapes(const std::vector<const Tensor*>& inputs, tensorflow::NodeDef* node) {
+  auto* shapes = (*node->mutable_attr())["_input_shapes"].mutable_list();
+  shapes->clear_shape();
+  for (const Tensor* t : inputs) t->shape().AsProto(shapes->add_shape());
+}
+
+std::string AttrKey(const tensorflow::NodeDef& node) {
+  std::map<std::string, std::string> attrs;  // sorted: the proto map has no fixed order
+  for (const auto& [name, value] : node.attr()) {
+    if (name.empty() || name[0] != '_') attrs[name] = value.SerializeAsString();
+  }
+  std::string key = node.op();
+  for (const auto& [name, value] : attrs) absl::StrAppend(&key, "|", name, "=", value);
+  return key;
+}
+
+void AppendSignature(const std::vector<const Tensor*>& tensors, std::string* key) {
+  for (const Tensor* t : tensors) {
+    absl::StrAppend(key, ";", static_cast<int>(t->dtype()), ":");
+    for (int64_t d : t->shape().dim_sizes()) absl::StrAppend(key, d, ",");
+  }
+}
+
+absl::Status RunModel(tensorflow::OpKernelContext* ctx, npu::CompiledModel& model,
+                      const std::vector<const Tensor*>& inputs) {
+  const auto& in_desc = model.inputs();
+  const auto& out_desc = model.outputs();
+  if (in_desc.size() != inputs.size() || out_desc.size() != static_cast<size_t>(ctx->num_outputs())) {
+    return absl::InternalError(absl::StrCat(
+        "compiled model '", model.name(), "' has ", in_desc.size(), " inputs and ",
+        out_desc.size(), " outputs; the op has ", inputs.size(), " and ", ctx->num_outputs()));
+  }
+  std::vector<const void*> in_ptrs;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (static_cast<int>(inputs[i]->dtype()) != in_desc[i].dtype ||
+        inputs[i]->TotalBytes() != in_desc[i].nbytes) {
+      return absl::InternalError(absl::StrCat(
+          "compiled model '", model.name(), "' input ", i, " expects dtype ", in_desc[i].dtype,
+          " with ", in_desc[i].nbytes, " bytes; got ", inputs[i]->DebugString()));
+    }
+    in_ptrs.push_back(inputs[i]->data());
+  }
+  std::vector<void*> out_ptrs;
+  std::vector<std::pair<Tensor*, Tensor>> host_outputs;  // (kernel output, device staging)
+  for (size_t i = 0; i < out_desc.size(); ++i) {
+    const npu::TensorDesc& d = out_desc[i];
+    if (d.dtype != static_cast<int>(ctx->expected_output_dtype(i))) {
+      return absl::InternalError(absl::StrCat(
+          "compiled model '", model.name(), "' output ", i, " has dtype ", d.dtype, ", the op "
+          "declares ", tensorflow::DataTypeString(ctx->expected_output_dtype(i))));
+    }
+    tensorflow::TensorShape shape;
+    absl::Status s = tensorflow::TensorShape::BuildTensorShape(d.dims, &shape);
+    if (!s.ok()) return s;
+    Tensor* out = nullptr;
+    s = ctx->allocate_output(i, shape, &out);
+    if (!s.ok()) return s;
+    if (out->TotalBytes() != d.nbytes) {
+      return absl::InternalError(absl::StrCat("compiled model '", model.name(), "' output ", i,
+                                              " has ", d.nbytes, " bytes, expected ",
+                                              out->TotalBytes()));
+    }
+    if (ctx->output_memory_type(i) == tensorflow::HOST_MEMORY) {
+      host_outputs.emplace_back(out, Tensor());
+      s = ctx->allocate_temp(out->dtype(), shape, &host_outputs.back().second);
+      if (!s.ok()) return s;
+      out_ptrs.push_back(host_outputs.back().second.data());
+    } else {
+      out_ptrs.push_back(out->data());
+    }
+  }
+  npurtStream stream = nullptr;
+  absl::Status s = ComputeStream(ctx, &stream);
+  if (!s.ok()) return s;
+  npu::Status ran = model.Run(stream, in_ptrs, out_ptrs);
+  if (!ran.ok()) return ErrorStatus(absl::StrCat("running '", model.name(), "' on the NPU"), ran);
+  for (auto& [out, staging] : host_outputs) {
+    npurtError e = npurtMemcpy(out->data(), staging.data(), out->TotalBytes(),
+                               NPURT_MEMCPY_DEVICE_TO_HOST);
+    if (e != NPURT_SUCCESS) {
+      return absl::InternalError(absl::StrCat("copying an output of '", model.name(),
+                                              "' to host memory: ", npurtGetLastErrorMessage()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+int DeviceIndex(tensorflow::DeviceBase* device) {
+  const auto& name = device->parsed_name();
+  return name.has_id ? name.id : 0;
+}
+
+}  // namespace npu_tf
+
+// Called by npu_device.compiler_bridge.options_changed() (through ctypes) after the compile
+// options changed: later eager compiles must not reuse models built with the old ones.
+extern "C" __attribute__((visibility("default"))) void NpuPluginOptionsChanged() {
+  npu_tf::g_options_generation.fetch_add(1, std::memory_order_relaxed);
+}

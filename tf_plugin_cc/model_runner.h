@@ -1,0 +1,50 @@
+// What the NPU kernels share: compiling a request once per key, and running the compiled model
+// on the kernel's device with TF tensors.
+#ifndef TF_PLUGIN_CC_MODEL_RUNNER_H_
+#define TF_PLUGIN_CC_MODEL_RUNNER_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "npurt/model.h"
+#include "tensorflow/core/framework/node_def.pb.h"
+#include "tensorflow/core/framework/op_kernel.h"
+
+namespace npu_tf {
+
+// The model compiled for `key` and loaded on `device`, compiling `request()` (a NodeDef) on
+// first use.
+// Process-wide and thread-safe: concurrent first calls of one key compile once.
+absl::Status GetModel(const std::string& key, int device,
+                      const std::function<tensorflow::NodeDef()>& request,
+                      std::shared_ptr<npu::CompiledModel>* model);
+
+// Appends the attr `_input_shapes` (list(shape)) the compiler needs.
+void SetInputShapes(const std::vector<const tensorflow::Tensor*>& inputs,
+                    tensorflow::NodeDef* node);
+
+// A deterministic key for the op and its public attrs (internal "_" attrs are dropped: the
+// compiler ignores them too).
+std::string AttrKey(const tensorflow::NodeDef& node);
+
+// Counts changes of the compile options (NpuPluginOptionsChanged, called from Python). Keys of
+// models compiled with the options of the moment (eager ops) include it; clusters carry their
+// options in the node instead.
+uint64_t OptionsGeneration();
+
+// Appends dtype and shape of each tensor to `key`.
+void AppendSignature(const std::vector<const tensorflow::Tensor*>& tensors, std::string* key);
+
+// Runs `model` with `inputs` (device memory) and fills the kernel's outputs. Outputs the kernel
+// declares in host memory go through a device buffer and are copied back.
+absl::Status RunModel(tensorflow::OpKernelContext* ctx, npu::CompiledModel& model,
+                      const std::vector<const tensorflow::Tensor*>& inputs);
+
+// The NPU index of the kernel's device ("/device:NPU:1" -> 1).
+int DeviceIndex(tensorflow::DeviceBase* device);
+
+}  // namespace npu_tf
+
+#endif  // TF_PLUGIN_CC_MODEL_RUNNER_H_

@@ -1,0 +1,154 @@
+// TF_InitGraph: the Grappler plugin that hands every graph touching the NPU to the graph engine.
+//
+// The graph engine partitions the graph: maximal groups of NPU-supported ops become NpuGraphOp
+// nodes, the rest stay TF ops. Any failure leaves the graph as it was (TF then runs it op by op,
+// NPU-placed ops through the per-op kernels of eager_op.cc) and is logged once, never silent.
+#include <algorithm>
+#include <cstdlib>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "compile_bridge.h"
+#include "tensorflow/c/experimental/grappler/grappler.h"
+#include "tensorflow/c/tf_status.h"
+#include "tensorflow/core/framework/graph.pb.h"
+#include "tensorflow/core/platform/logging.h"
+
+namespace npu_tf {
+namespace {
+
+constexpr char kPreserveAttr[] = "_npu_preserve";
+
+using NameLister = void (*)(const TF_GrapplerItem*, char**, size_t*, int, void*, size_t,
+                            TF_Status*);
+using NameCounter = void (*)(const TF_GrapplerItem*, int*, size_t*, TF_Status*);
+
+// Reads one of Grappler's name lists (nodes to preserve, fetch nodes).
+absl::Status ReadNames(const TF_GrapplerItem* item, NameCounter count, NameLister list,
+                       std::set<std::string>* names) {
+  TF_Status* status = TF_NewStatus();
+  int n = 0;
+  size_t storage_size = 0;
+  count(item, &n, &storage_size, status);
+  std::vector<char*> values(n);
+  std::vector<size_t> lengths(n);
+  std::string storage(storage_size, '\0');
+  if (TF_GetCode(status) == TF_OK) {
+    list(item, values.data(), lengths.data(), n, storage.data(), storage_size, status);
+  }
+  absl::Status result = TF_GetCode(status) == TF_OK
+                            ? absl::OkStatus()
+                            : absl::InternalError(absl::StrCat("Grappler name list: ",
+                                                               TF_Message(status)));
+  TF_DeleteStatus(status);
+  if (!result.ok()) return result;
+  for (int i = 0; i < n; ++i) {
+    std::string name(values[i], lengths[i]);
+    // Fetches may be tensor names ("node:1") or control inputs ("^node").
+    if (!name.empty() && name[0] == '^') name.erase(0, 1);
+    names->insert(name.substr(0, name.find(':')));
+  }
+  return absl::OkStatus();
+}
+
+// Every node the partitioner added must be placed: TF silently drops a rewrite that has an
+// unplaced node, and that must not go unnoticed.
+absl::Status CheckPlaced(const tensorflow::GraphDef& before, const tensorflow::GraphDef& after) {
+  std::set<std::string> known;
+  for (const auto& node : before.node()) known.insert(node.name());
+  for (const auto& node : after.node()) {
+    if (node.device().empty() && !known.count(node.name())) {
+      return absl::InternalError(absl::StrCat("the graph engine created node '", node.name(),
+                                              "' (", node.op(), ") without a device"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Partition(const TF_Buffer* in, const TF_GrapplerItem* item, std::string* out) {
+  tensorflow::GraphDef graph;
+  if (!graph.ParseFromArray(in->data, static_cast<int>(in->length))) {
+    return absl::InvalidArgumentError("Grappler passed a GraphDef that does not parse");
+  }
+  std::set<std::string> keep;
+  absl::Status listed = ReadNames(item, TF_GetNodesToPreserveListSize, TF_GetNodesToPreserveList,
+                                  &keep);
+  if (listed.ok()) {
+    listed = ReadNames(item, TF_GetFetchNodesListSize, TF_GetFetchNodesList, &keep);
+  }
+  if (!listed.ok()) return listed;
+  for (auto& node : *graph.mutable_node()) {
+    if (keep.count(node.name())) (*node.mutable_attr())[kPreserveAttr].set_b(true);
+  }
+  std::string request;
+  graph.SerializeToString(&request);
+  absl::Status compiled = Compile(NPURT_COMPILE_PARTITION, request, out);
+  if (!compiled.ok()) return compiled;
+  tensorflow::GraphDef result;
+  if (!result.ParseFromString(*out)) {
+    return absl::InternalError("the graph engine returned a GraphDef that does not parse");
+  }
+  return CheckPlaced(graph, result);
+}
+
+// One warning per distinct reason: Grappler calls us twice per graph, and a training loop
+// retraces the same functions.
+void WarnOnce(const std::string& message) {
+  static std::mutex mu;
+  static auto* seen = new std::set<std::string>();
+  std::lock_guard<std::mutex> lock(mu);
+  if (seen->insert(message).second) {
+    LOG(WARNING) << "NPU graph engine: could not partition a graph, TensorFlow runs it "
+                    "unchanged (NPU-placed ops one by one, the rest on CPU). Reason: "
+                 << message;
+  }
+}
+
+void Optimize(void*, const TF_Buffer* graph, const TF_GrapplerItem* item, TF_Buffer* optimized,
+              TF_Status* status) {
+  std::string out;
+  absl::Status s = Partition(graph, item, &out);
+  if (!s.ok()) {
+    WarnOnce(std::string(s.message()));
+    TF_SetStatus(status, TF_INTERNAL, std::string(s.message()).c_str());
+    return;
+  }
+  void* data = std::malloc(out.size());
+  if (data == nullptr && !out.empty()) {
+    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "no memory for the partitioned graph");
+    return;
+  }
+  std::copy(out.begin(), out.end(), static_cast<char*>(data));
+  optimized->data = data;
+  optimized->length = out.size();
+  optimized->data_deallocator = [](void* d, size_t) { std::free(d); };
+  TF_SetStatus(status, TF_OK, "");
+}
+
+}  // namespace
+}  // namespace npu_tf
+
+extern "C" __attribute__((visibility("default"))) void TF_InitGraph(
+    TP_OptimizerRegistrationParams* params, TF_Status* status) {
+  params->device_type = "NPU";
+  params->optimizer->struct_size = TP_OPTIMIZER_STRUCT_SIZE;
+  params->optimizer->optimize_func = npu_tf::Optimize;
+  // TF's rewrites that invent ops the graph engine does its own way (fusions, AddN, layout
+  // transposes, mixed precision casts, host swaps) are off for NPU graphs.
+  TP_OptimizerConfigs* configs = params->optimizer_configs;
+  configs->struct_size = TP_OPTIMIZER_CONFIGS_STRUCT_SIZE;
+  configs->remapping = TF_TriState_Off;
+  configs->arithmetic_optimization = TF_TriState_Off;
+  configs->layout_optimizer = TF_TriState_Off;
+  configs->auto_mixed_precision = TF_TriState_Off;
+  configs->auto_mixed_precision_onednn_bfloat16 = TF_TriState_Off;
+  configs->auto_mixed_precision_mkl = TF_TriState_Off;
+  configs->memory_optimization = TF_TriState_Off;
+  configs->scoped_allocator_optimization = TF_TriState_Off;
+  configs->auto_parallel = TF_TriState_Off;
+  TF_SetStatus(status, TF_OK, "");
+}

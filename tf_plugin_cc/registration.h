@@ -1,0 +1,22 @@
+// The kernels and ops TF_InitKernel registers (kernels_init.cc).
+#ifndef TF_PLUGIN_CC_REGISTRATION_H_
+#define TF_PLUGIN_CC_REGISTRATION_H_
+
+#include "absl/status/status.h"
+
+namespace npu_tf {
+
+inline constexpr char kNpuDeviceType[] = "NPU";
+inline constexpr char kNpuGraphOp[] = "NpuGraphOp";
+
+// The NpuGraphOp op and its NPU kernel (graph_op.cc). AlreadyExists when another copy of the
+// plugin registered them first.
+absl::Status RegisterNpuGraphOp();
+
+// An NPU kernel for every op of the graph engine's supported-op table (eager_op.cc), so TF's
+// placer puts those ops on the NPU. Returns how many were registered.
+absl::Status RegisterEagerKernels(int* registered);
+
+}  // namespace npu_tf
+
+#endif  // TF_PLUGIN_CC_REGISTRATION_H_
