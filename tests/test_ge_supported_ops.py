@@ -42,3 +42,13 @@ def test_json_lists_host_memory_inputs():
     assert table["Conv2DBackpropInput"]["host_memory_inputs"] == ["input_sizes"]
     assert table["MatMul"]["type_attrs"]["T"][:3] == ["DT_FLOAT", "DT_HALF", "DT_BFLOAT16"]
     assert {"T": "DT_INT32"} in table["AddV2"]["tf_default_kernels"]
+
+
+def test_every_op_the_npu_claims_has_a_runtime_kernel():
+    """An op TF places on the NPU must be executable there: it either has a C++ kernel or the
+    compiler always folds it away (runtime_kernel false)."""
+    from npu_device import _C
+    with open(supported_ops.PATH) as f:
+        table = json.load(f)["ops"]
+    needed = {name for name, entry in table.items() if entry["runtime_kernel"]}
+    assert needed - set(_C.registered_kernels()) == set()

@@ -277,7 +277,12 @@ def set_npu_config(**options):
     option that can no longer take effect (device_count, hbm_size once the runtime is
     initialized) RuntimeError. None resets an option to its environment or built-in default.
     """
+    before = CONFIG.snapshot().fingerprint
     CONFIG.set(**options)
+    if CONFIG.snapshot().fingerprint != before:
+        # Eager ops cache models per signature; clusters carry their own options.
+        from npu_device import compiler_bridge
+        compiler_bridge.options_changed()
 
 
 def current():
