@@ -57,7 +57,10 @@ setup(
     ext_modules=[Extension("npu_device._C", sources=[])],
     cmdclass={"build_ext": CMakeBuild},
     python_requires=">=3.10",
-    install_requires=["tensorflow==2.21.*", "numpy", "absl-py"],
+    install_requires=["tensorflow==2.21.*", "numpy", "absl-py", "tensorflow-serving-api==2.21.*"],
     extras_require={"test": ["pytest"]},
-    entry_points={"console_scripts": []},
+    entry_points={"console_scripts": [
+        "npu-atc=npu_device.serving.atc:main",
+        "npu-model-server=npu_device.serving.model_server:main",
+    ]},
 )
