@@ -21,6 +21,7 @@ from npu_device import eager_fallback as _eager_fallback  # noqa: E402
 _eager_fallback.install()
 
 from npu_device.runtime import counters, info, memory_stats, reset_counters, reset_peak_memory  # noqa: E402
+from npu_device.precision import keep_dtype_scope  # noqa: E402
 from npu_device import keras_integration as _keras_integration  # noqa: E402
 
 _keras_integration.install()  # jit_compile="auto" must not route NPU models to XLA

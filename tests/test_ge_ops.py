@@ -214,7 +214,15 @@ def test_op_matches_tensorflow(case):
 
 
 def test_every_op_is_tested():
-    assert set(ops.registered()) - {c[0] for c in CASES} == set()
+    # Ops added for model coverage have their cases in npu_device/tools/op_cases.py (loaded by
+    # path: it is data, and importing the npu_device package would load the plugin).
+    import importlib.util, pathlib
+    path = pathlib.Path(__file__).parents[1] / "npu_device" / "tools" / "op_cases.py"
+    spec = importlib.util.spec_from_file_location("op_cases", path)
+    more = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(more)
+    tested = {c[0] for c in CASES} | {c[0] for c in more.CASES}
+    assert set(ops.registered()) - tested == set()
 
 
 # float16 / bfloat16 are storage types: the reference computes in float32 and rounds once,

@@ -14,33 +14,22 @@ TF-typed op and the reference semantics (compute in float32, round on store) hol
                                options["modify_mixlist"] edits the lists
 
 Reduced ops read narrow values and their consumers read a Cast back to float32; a Cast that
-would widen and narrow again is skipped (exact), so chains of reduced ops stay narrow.
-"""
-import json
-import os
+would widen and narrow again is skipped (exact), so chains of reduced ops stay narrow, and
+cancel_casts removes what remains of exact Cast chains (also the user's own).
 
+Nodes with the attr `_keep_dtype` (set by npu_device.keep_dtype_scope()) keep their dtype in
+every mode. The lists live in graph_engine/compiler/mixlist.py (table in docs/precision.md).
+"""
 from graph_engine import ops
 from graph_engine.compiler import attrs as attr_util
 from graph_engine.compiler import dtypes as dt
 from graph_engine.compiler.errors import CompileError
+from graph_engine.compiler.mixlist import CUBE, mix_lists
 from graph_engine.compiler.node import Node
-from graph_engine.compiler.passes import infer_shapes
+from graph_engine.compiler.passes import cancel_casts, infer_shapes
 from graph_engine.compiler.signature import signature
 
-CUBE = frozenset({"MatMul", "BatchMatMulV2", "BatchMatMulV3", "Conv2D", "Conv2DBackpropInput",
-                  "Conv2DBackpropFilter", "DepthwiseConv2dNative",
-                  "DepthwiseConv2dNativeBackpropInput", "DepthwiseConv2dNativeBackpropFilter"})
-# Like TF's auto mixed precision: black = numerically sensitive, gray = follows its inputs.
-BLACK = frozenset({"Exp", "Log", "Log1p", "Pow", "Softmax", "LogSoftmax", "Sum", "Mean", "Prod",
-                   "SoftmaxCrossEntropyWithLogits", "SparseSoftmaxCrossEntropyWithLogits",
-                   "Softplus", "SoftplusGrad"})
-GRAY = frozenset({"Add", "AddV2", "AddN", "Sub", "Mul", "Neg", "Abs", "Square", "Maximum",
-                  "Minimum", "BiasAdd", "BiasAddGrad", "Relu", "Relu6", "ReluGrad", "Relu6Grad",
-                  "LeakyRelu", "LeakyReluGrad", "Elu", "EluGrad", "Sigmoid", "SigmoidGrad",
-                  "Tanh", "TanhGrad", "MaxPool", "MaxPoolGrad", "AvgPool", "AvgPoolGrad",
-                  "Reshape", "Squeeze", "ExpandDims", "Transpose", "ConcatV2", "Pack", "Unpack",
-                  "Slice", "StridedSlice", "StridedSliceGrad", "Tile", "BroadcastTo", "Pad",
-                  "Split", "SplitV", "Identity", "IdentityN", "SelectV2", "Select"})
+KEEP_DTYPE_ATTR = "_keep_dtype"
 
 MODES = {
     "must_keep_origin_dtype": None,
@@ -51,31 +40,6 @@ MODES = {
     "allow_mix_precision_fp16": dt.DT_HALF,
     "allow_mix_precision_bf16": dt.DT_BFLOAT16,
 }
-
-
-def mix_lists(modify):
-    """(white, black, gray) after modify_mixlist: a dict, JSON text or a JSON file path."""
-    lists = {"white-list": set(CUBE), "black-list": set(BLACK), "gray-list": set(GRAY)}
-    if isinstance(modify, str) and modify.strip():
-        text = modify
-        if not modify.lstrip().startswith("{") and os.path.exists(modify):
-            with open(modify) as f:
-                text = f.read()
-        try:
-            modify = json.loads(text)
-        except ValueError as e:
-            raise CompileError(f"modify_mixlist is neither a JSON object nor a readable JSON "
-                               f"file: {e}") from None
-    for name, change in (modify or {}).items():
-        if name not in lists:
-            raise CompileError(f"modify_mixlist: unknown list {name!r}; allowed: "
-                               f"{', '.join(lists)}")
-        lists[name] -= set(change.get("to-remove", []))
-        for op in change.get("to-add", []):
-            for other in lists.values():
-                other.discard(op)
-            lists[name].add(op)
-    return lists["white-list"], lists["black-list"], lists["gray-list"]
 
 
 class Rewriter:
@@ -103,7 +67,7 @@ class Rewriter:
 
     def float_attrs(self, node):
         op = ops.get(node.op)
-        if op is None or node.op in ("Cast", "Bitcast"):
+        if op is None or node.op in ("Cast", "Bitcast") or node.attr(KEEP_DTYPE_ATTR):
             return []
         return [a for a, allowed in op.type_attrs.items()
                 if node.attr(a) == dt.DT_FLOAT and self.narrow in allowed]
@@ -134,7 +98,9 @@ class Rewriter:
         sig = signature(node.op, node.attrs)
         attrs = self.float_attrs(node)
         floats = [v for v, a in zip(node.inputs, sig.input_type_attrs) if a in attrs]
-        return bool(floats) and all(v in self.widened for v in floats)
+        # constants count as narrow: their Cast folds away (e.g. the 2.0 of x * 2.0)
+        return any(v in self.widened for v in floats) and \
+            all(v in self.widened or v.node.op == "Const" for v in floats)
 
     def round_inputs(self, node):
         """cube_fp16in_fp32out: float32 inputs rounded through float16, the op stays float32."""
@@ -149,13 +115,15 @@ def run(c):
     if mode not in MODES:
         raise CompileError(f"precision mode {mode!r} is not implemented; allowed: "
                            f"{', '.join(MODES)}")
+    cancel_casts.run(c)
     if mode == "must_keep_origin_dtype":
         return
     r = Rewriter(c.graph, MODES[mode] or dt.DT_HALF)
     topo = c.graph.topo_order()
     if mode == "cube_fp16in_fp32out":
         for node in topo:
-            if node.op in CUBE and node.attr("T") == dt.DT_FLOAT:
+            if node.op in CUBE and node.attr("T") == dt.DT_FLOAT \
+                    and not node.attr(KEEP_DTYPE_ATTR):
                 r.round_inputs(node)
     elif mode == "force_fp16":
         for node in topo:
@@ -174,4 +142,5 @@ def run(c):
                 continue
             if node.op in white or (node.op in gray and r.all_inputs_narrow(node)):
                 r.reduce(node)
+    cancel_casts.run(c)            # e.g. the user's Cast(f16->f32) now feeding our Cast(->f16)
     infer_shapes.run(c)            # the new Casts and retyped ops get shapes (and folds)

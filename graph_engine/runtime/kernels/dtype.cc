@@ -1,4 +1,5 @@
 #include "kernels/dtype.h"
+#include "kernels/float_status.h"
 
 #include <immintrin.h>
 
@@ -177,8 +178,9 @@ void Store(int dtype, const T* src, int64_t n, void* dst) {
     }
     case kHalf: {
       uint16_t* d = static_cast<uint16_t*>(dst);
-      if constexpr (std::is_same_v<T, float>) return FloatToHalfN(src, n, d);
-      for (int64_t i = 0; i < n; ++i) d[i] = FloatToHalf(static_cast<float>(src[i]));
+      if constexpr (std::is_same_v<T, float>) FloatToHalfN(src, n, d);
+      else for (int64_t i = 0; i < n; ++i) d[i] = FloatToHalf(static_cast<float>(src[i]));
+      CheckHalfStore(d, n);  // float status flag + saturation (float_status.h)
       return;
     }
     case kBFloat16: {

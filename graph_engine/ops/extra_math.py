@@ -1,0 +1,124 @@
+"""Elementwise math beyond elementwise.py that Keras models need: gelu's Erf, inverse and
+hyperbolic trigonometry, Selu/Softsign gradients, and TF's zero-safe ops (Xlogy, MulNoNan ...).
+Kernels: runtime/kernels/math_extra.cc (Selu/SeluGrad: activations.cc)."""
+import math
+
+import numpy as np
+
+from graph_engine.ops.base import FLOAT, INT, NUMBER, register
+from graph_engine.ops.elementwise import Binary, Unary
+
+_SELU_ALPHA, _SELU_SCALE = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
+
+_erf = np.vectorize(math.erf, otypes=[np.float64])
+
+
+@register
+class Erf(Unary): fn = staticmethod(lambda x: _erf(x).astype(x.dtype))
+@register
+class Erfc(Unary): fn = staticmethod(lambda x: (1 - _erf(x)).astype(x.dtype))
+@register
+class Expm1(Unary): fn = np.expm1
+@register
+class Tan(Unary): fn = np.tan
+@register
+class Atan(Unary): fn = np.arctan
+@register
+class Asin(Unary): fn = np.arcsin
+@register
+class Acos(Unary): fn = np.arccos
+@register
+class Sinh(Unary): fn = np.sinh
+@register
+class Cosh(Unary): fn = np.cosh
+@register
+class Asinh(Unary): fn = np.arcsinh
+@register
+class Acosh(Unary): fn = np.arccosh
+@register
+class Atanh(Unary): fn = np.arctanh
+@register
+class Rint(Unary): fn = np.rint                     # half to even, like TF
+@register
+class Inv(Unary): fn = staticmethod(lambda x: 1 / x)
+@register
+class Invert(Unary): type_attrs = {"T": INT}; fn = np.invert
+
+
+@register
+class Selu(Unary):
+    fn = staticmethod(lambda x: np.where(x > 0, _SELU_SCALE * x,
+                                         _SELU_SCALE * _SELU_ALPHA * np.expm1(np.minimum(x, 0))))
+
+
+@register
+class SeluGrad(Binary):
+    """(gradients, outputs): the gradient from Selu's output."""
+    type_attrs = {"T": FLOAT}
+    fn = staticmethod(lambda g, y: np.where(y > 0, g * _SELU_SCALE, g * (y + _SELU_SCALE * _SELU_ALPHA)))
+
+
+@register
+class SoftsignGrad(Binary):
+    type_attrs = {"T": FLOAT}
+    fn = staticmethod(lambda g, f: g / np.square(1 + np.abs(f)))
+
+
+@register
+class InvGrad(Binary):
+    """(y, dy) with y = 1/x."""
+    type_attrs = {"T": FLOAT}
+    fn = staticmethod(lambda y, dy: -dy * y * y)
+
+
+@register
+class Atan2(Binary): type_attrs = {"T": FLOAT}; fn = np.arctan2
+
+
+class _ZeroSafe(Binary):
+    """TF defines these as 0 wherever the guarding operand is 0, even against inf/nan."""
+    type_attrs = {"T": FLOAT}
+    guard = 0
+
+    def compute(self, xs, attrs):
+        return np.where(xs[self.guard] == 0, np.zeros((), xs[0].dtype), type(self).fn(*xs))
+
+
+@register
+class Xlogy(_ZeroSafe): fn = staticmethod(lambda x, y: x * np.log(y))
+@register
+class Xlog1py(_ZeroSafe): fn = staticmethod(lambda x, y: x * np.log1p(y))
+@register
+class Xdivy(_ZeroSafe): fn = staticmethod(lambda x, y: x / y)
+@register
+class MulNoNan(_ZeroSafe): guard = 1; fn = np.multiply
+
+
+def _int_safe(fn):
+    """Integer x/0 is 0 rather than a trap (the runtime kernel rejects zero divisors)."""
+    def wrapped(x, y):
+        if np.issubdtype(x.dtype, np.integer):
+            y = np.where(y == 0, 1, y)
+        return fn(x, y)
+    return staticmethod(wrapped)
+
+
+@register
+class TruncateDiv(Binary):
+    type_attrs = {"T": NUMBER}
+    fn = _int_safe(lambda x, y: (np.trunc(x / y) if np.issubdtype(x.dtype, np.floating)
+                                 else np.sign(x) * np.sign(y) * (np.abs(x) // np.abs(y))))
+
+
+@register
+class TruncateMod(Binary):
+    type_attrs = {"T": NUMBER}
+    fn = _int_safe(np.fmod)
+
+
+@register
+class ApproximateEqual(Binary):
+    type_attrs = {"T": FLOAT}
+
+    def compute(self, xs, attrs):
+        return np.abs(xs[0] - xs[1]) < attrs.get("tolerance", 1e-5)

@@ -1,0 +1,1 @@
+"""Developer tools that need the NPU device (python -m npu_device.tools.<name>)."""

@@ -1,0 +1,89 @@
+"""The ops added for model coverage, and the coverage sweep (npu_device/tools/op_coverage.py).
+
+* their numpy references (what constant folding and the reference executor run) against TF on
+  the CPU, through an eager compile request as in tests/test_ge_ops.py;
+* the sweep: every registered op, every dtype it claims, eagerly on the NPU with soft placement
+  off (the C++ kernels) against TF on the CPU, forward and gradient; a failing run fails the
+  test unless it is a known gap listed here;
+* bad attributes give errors naming the problem, on the NPU as well.
+"""
+import npu_device  # noqa: I001  (loads the NPU plugin before TensorFlow creates devices)
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from graph_engine import ops
+from graph_engine.compiler import dtypes as gdt
+from graph_engine.compiler import reference_executor
+from graph_engine.compiler.compile import compile_model
+from graph_engine.compiler.testing import op_request
+from npu_device.tools import op_cases, op_coverage
+
+# (op, dtype prefix) -> why its gradient does not run on the NPU yet
+KNOWN_GRADIENT_GAPS = {
+    "Prod": "TF's Prod gradient uses Cumprod, which has no NPU kernel",
+    "MaxPoolGrad": "the second derivative of max pooling (MaxPoolGradGrad) has no NPU kernel",
+}
+
+
+def _tf(op, inputs, attrs):
+    out = getattr(tf.raw_ops, op)(**inputs, **attrs)
+    return [np.asarray(t) for t in (out if isinstance(out, (list, tuple)) else [out])]
+
+
+@pytest.mark.parametrize("case", op_cases.CASES, ids=[f"{i}-{c[0]}" for i, c in enumerate(op_cases.CASES)])
+def test_reference_matches_tensorflow(case):
+    op, inputs, attrs = case
+    with tf.device("/device:CPU:0"):
+        want = _tf(op, inputs, attrs)
+    if op == "ConcatOffset":     # always folded in graphs (its inputs are shapes): no model
+        got = ops.evaluate(ops.get(op), inputs["shape"], {"concat_dim": [int(inputs["concat_dim"])]},
+                           [gdt.from_numpy(w.dtype) for w in want])
+    else:
+        nd, model_inputs = op_request(op, inputs, **attrs)
+        got = reference_executor.run(compile_model(nd.SerializeToString()), model_inputs)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g.shape == w.shape and g.dtype == w.dtype, (g.shape, g.dtype, w.shape, w.dtype)
+        np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=1e-5, atol=1e-5)
+
+
+def test_every_added_op_has_a_case():
+    added = {"Erf", "Erfc", "Expm1", "Tan", "Atan", "Asin", "Acos", "Sinh", "Cosh", "Asinh",
+             "Acosh", "Atanh", "Rint", "Inv", "Invert", "Selu", "SeluGrad", "SoftsignGrad",
+             "InvGrad", "Atan2", "Xlogy", "Xlog1py", "Xdivy", "MulNoNan", "TruncateDiv",
+             "TruncateMod", "ApproximateEqual", "Einsum", "ConcatOffset", "MirrorPad",
+             "MirrorPadGrad", "ResizeBilinear", "ResizeBilinearGrad"}
+    assert added <= set(ops.registered())
+    assert added - {c[0] for c in op_cases.CASES} == set()
+
+
+def test_registry_covers_at_least_150_ops():
+    assert len(ops.registered()) >= 150, len(ops.registered())
+
+
+def test_sweep_every_op_and_dtype_on_npu():
+    results = op_coverage.sweep()
+    swept = {r.op for r in results}
+    assert set(ops.registered()) - swept <= op_coverage.EAGER_LESS
+    failures = [r for r in results if r.failed
+                and not (r.forward == "ok" and r.op in KNOWN_GRADIENT_GAPS)]
+    assert not failures, "\n".join(f"{r.op} {r.dtype}: {r.forward}; {r.gradient}" for r in failures)
+    # the markdown lists every registered op
+    text = op_coverage.markdown(results)
+    assert all(f"| {name} |" in text for name in ops.registered())
+
+
+@pytest.mark.parametrize("op,inputs,attrs,message", [
+    ("Einsum", {"inputs": [np.ones((2, 3), np.float32)]}, {"equation": "ij"}, "->"),
+    ("Einsum", {"inputs": [np.ones((2, 3), np.float32), np.ones((4, 5), np.float32)]},
+     {"equation": "ij,jk->ik"}, ""),
+    ("MirrorPad", {"input": np.ones((2, 3), np.float32), "paddings": np.array([[0, 0], [3, 0]], np.int32)},
+     {"mode": "REFLECT"}, "paddings"),
+])
+def test_bad_attributes_are_clear_errors_on_npu(op, inputs, attrs, message):
+    with tf.device("/device:NPU:0"), pytest.raises((tf.errors.InvalidArgumentError,
+                                                    tf.errors.InternalError, ValueError)) as e:
+        getattr(tf.raw_ops, op)(**inputs, **attrs)
+    assert message in str(e.value)
