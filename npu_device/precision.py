@@ -30,10 +30,10 @@ def _runtime():
     """The loaded libnpu_runtime (the same copy the plugin and npu_device._C use)."""
     global _lib
     if _lib is None:
-        from npu_device import _C
-        path = os.path.join(os.path.dirname(os.path.abspath(_C.__file__)), "_lib",
-                            "libnpu_runtime.so")
-        lib = ctypes.CDLL(path)
+        from npu_device import _C  # noqa: F401  (its import loaded the runtime)
+        # By soname, not path: an installed plugin may have loaded the runtime from another
+        # directory than this package's, and a path would load a second, separate copy.
+        lib = ctypes.CDLL("libnpu_runtime.so", mode=os.RTLD_NOLOAD | os.RTLD_NOW)
         lib.npuGetFloatStatus.restype = lib.npuClearFloatStatus.restype = ctypes.c_uint32
         lib.npuSetOverflowMode.argtypes = [ctypes.c_int]
         _lib = lib
