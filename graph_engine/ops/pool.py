@@ -22,14 +22,17 @@ def _avg_counts(g, n_h_w_c):
     return sum(ones[index] for _, _, index in g.taps())
 
 
-@register
-class MaxPool(Op):
+class _Pool(Op):
+    """Forward pooling: one output window per position of the pooling geometry."""
     type_attrs = {"T": FLOAT}
 
     def shapes(self, shapes, attrs):
         g, n, c = _pool_geometry(attrs, shapes[0], self.name)
         return [g.shape_out(n, c)]
 
+
+@register
+class MaxPool(_Pool):
     def compute(self, xs, attrs):
         g, n, c = _pool_geometry(attrs, xs[0].shape, self.name)
         xp = g.pad(g.to_nhwc(xs[0]), -np.inf)
@@ -63,13 +66,7 @@ class MaxPoolGrad(Op):
 
 
 @register
-class AvgPool(Op):
-    type_attrs = {"T": FLOAT}
-
-    def shapes(self, shapes, attrs):
-        g, n, c = _pool_geometry(attrs, shapes[0], self.name)
-        return [g.shape_out(n, c)]
-
+class AvgPool(_Pool):
     def compute(self, xs, attrs):
         g, n, c = _pool_geometry(attrs, xs[0].shape, self.name)
         x = g.to_nhwc(xs[0])
