@@ -13,6 +13,7 @@ import collections
 import hashlib
 import json
 import threading
+import time
 
 from tensorflow.core.framework import node_def_pb2
 
@@ -29,6 +30,14 @@ from graph_engine.compiler.signature import signature
 CACHE_SIZE = 256
 _cache = collections.OrderedDict()
 _lock = threading.Lock()
+_recent = collections.deque(maxlen=64)     # what the last compiles produced, for reports
+
+
+def recent_compiles():
+    """The newest compiles (newest last): each the model's metadata (passes, kernels, memory
+    plan; see serialize.py) plus `compile_seconds`. Cache hits are not listed."""
+    with _lock:
+        return [dict(r) for r in _recent]
 
 
 def _input_shapes(nd):
@@ -122,9 +131,12 @@ def compile_model(nodedef_bytes) -> bytes:
         if key in _cache:
             _cache.move_to_end(key)
             return _cache[key]
+    start = time.perf_counter()
     c = pipeline().run(compilation_for(nodedef_bytes, opts))
     data = model_format.serialize(c.model)
+    report = dict(json.loads(c.model.metadata), compile_seconds=time.perf_counter() - start)
     with _lock:
+        _recent.append(report)
         _cache[key] = data
         while len(_cache) > CACHE_SIZE:
             _cache.popitem(last=False)
@@ -134,3 +146,4 @@ def compile_model(nodedef_bytes) -> bytes:
 def clear_cache():
     with _lock:
         _cache.clear()
+        _recent.clear()

@@ -9,12 +9,13 @@ from graph_engine.compiler import attrs as attr_util
 
 class Value:
     """Output `index` of `node`."""
-    __slots__ = ("node", "index", "dtype", "shape", "const")
+    __slots__ = ("node", "index", "dtype", "shape", "const", "format")
 
     def __init__(self, node, index, dtype=None):
         self.node, self.index, self.dtype = node, index, dtype
         self.shape = None        # tuple of ints once inferred
         self.const = None        # numpy array when the value is known at compile time
+        self.format = None       # storage format (model_format.Format) once layout ran; None: ND
 
     @property
     def ref(self):

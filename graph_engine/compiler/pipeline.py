@@ -10,9 +10,13 @@ PASSES = [
     ("fold_constants", fold_constants.run),        # known values become Const nodes
     ("eliminate_identities", eliminate_identities.run),
     ("eliminate_dead_code", eliminate_dead_code.run),
+    # -- canonicalization: CSE, algebraic simplification --
     ("precision", precision.run),                  # precision mode: Casts around ops
     ("fold_constants", fold_constants.run),        # casts of constants
     ("eliminate_dead_code", eliminate_dead_code.run),
+    # -- pattern fusion: contractions + epilogues, batch-norm folding, Gelu/LayerNorm/Softmax --
+    # -- elementwise chain fusion --
+    # -- layout: NC1HWC0 / FRACTAL_Z and TransData --
     ("lower", lower.run),                          # nodes -> kernel sequence
     ("plan_memory", plan_memory.run),              # liveness + arena offsets
     ("serialize", serialize.run),                  # -> model_format.Model

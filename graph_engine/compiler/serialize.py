@@ -30,7 +30,7 @@ def build_model(c) -> mf.Model:
             blob.extend(np.ascontiguousarray(v.const, dt.numpy_dtype(v.dtype)).tobytes())
         ids[v] = len(values)
         values.append(mf.Value(dtype=v.dtype, dims=tuple(v.shape), nbytes=nbytes(v), kind=kind,
-                               where=where))
+                               where=where, format=v.format or mf.Format.ND))
         return ids[v]
 
     inputs = [add(v) for v in p.inputs]

@@ -2,13 +2,16 @@
 
     from graph_engine import ops
     ops.get("MatMul")          # the op, or None
-    ops.registered()           # {name: op}
+    ops.registered()           # {name: op}, the TF ops
+    ops.internal()             # {name: op}, GE-internal kernels made by passes (fusion, layout)
 
 supported_ops.json in this folder is generated from it (python -m graph_engine.compiler.supported_ops)
 and read by the TF plugin to register NPU kernels.
 """
 from graph_engine.ops import (array, conv, einsum, elementwise, extra_math, identity, matmul,  # noqa: F401
                               mirror_pad, nn, pool, reduction, resize, shape)
-from graph_engine.ops.base import ALL, FLOAT, INDEX, INT, NUMBER, Op, evaluate, get, registered
+from graph_engine.ops.base import (ALL, FLOAT, INDEX, INT, NUMBER, Op, evaluate, get, internal,
+                                   registered)
 
-__all__ = ["ALL", "FLOAT", "INDEX", "INT", "NUMBER", "Op", "evaluate", "get", "registered"]
+__all__ = ["ALL", "FLOAT", "INDEX", "INT", "NUMBER", "Op", "evaluate", "get", "internal",
+           "registered"]

@@ -36,6 +36,8 @@ class Op:
     foldable = True          # constant folding may evaluate it
     widen = True             # compute float16/bfloat16 inputs in float32 (False: raw storage)
     runtime_kernel = True    # False: compiled models never contain it (always folded/removed)
+    internal = False         # a GE kernel made by compiler passes (fusion, layout), not a TF op:
+                             # never partitioned, never registered with TensorFlow
 
     def shapes(self, shapes, attrs):
         """Output shapes (tuples) from the data-input shapes and the kernel attrs."""
@@ -77,8 +79,13 @@ def get(op_type):
 
 
 def registered():
-    """All registered ops by name, sorted."""
-    return dict(sorted(_REGISTRY.items()))
+    """The TF ops the NPU implements, by name, sorted (GE-internal kernels excluded)."""
+    return dict(sorted((k, v) for k, v in _REGISTRY.items() if not v.internal))
+
+
+def internal():
+    """GE-internal kernels (fused ops, TransData ...) by name, sorted."""
+    return dict(sorted((k, v) for k, v in _REGISTRY.items() if v.internal))
 
 
 # ---- helpers shared by the op files ---------------------------------------------------------

@@ -46,7 +46,7 @@ def unsupported_reason(node):
         if sig.is_ref:
             return "reference-typed (TF1 variable) op stays in TF"
     op = ops.get(node.op)
-    if op is None:
+    if op is None or op.internal:
         return f"op {node.op} has no NPU implementation"
     if node.op != "Const":
         reason = op.unsupported_dtype(node.python_attrs())
