@@ -11,6 +11,7 @@ line per event, and npu_device.explain() records the events of one call.
 import atexit
 import collections
 import dataclasses
+import json
 import hashlib
 import logging
 import os
@@ -50,12 +51,30 @@ class ModelEvent:
     arena_bytes: int
     key: str                           # cluster key for NpuGraphOp, else None
     seconds: float
+    metadata: dict = dataclasses.field(default_factory=dict)   # the compiler's model metadata
+
+    @property
+    def passes(self):
+        """Per pass: name, nodes after it, milliseconds and its statistics."""
+        return self.metadata.get("passes", [])
+
+    def memory(self):
+        """Planned working memory: arena (peak), lower bound and total without reuse, bytes."""
+        m = self.metadata
+        return {"arena_bytes": self.arena_bytes,
+                "lower_bound_bytes": m.get("live_bytes_lower_bound"),
+                "no_reuse_bytes": m.get("no_reuse_bytes")}
 
     def summary(self):
         what = "cluster" if self.op == "NpuGraphOp" else f"op {self.op}"
+        mem = self.memory()
+        bound = (f" (lower bound {mem['lower_bound_bytes']}, without reuse "
+                 f"{mem['no_reuse_bytes']})" if mem["lower_bound_bytes"] is not None else "")
+        transdata = self.kernels.count("TransData")
         return (f"compiled {what} {self.node!r} for inputs {self.input_shapes}: "
-                f"{len(self.kernels)} kernel(s), arena {self.arena_bytes} bytes; "
-                f"{self.seconds * 1e3:.1f} ms")
+                f"{len(self.kernels)} kernel(s)"
+                + (f", {transdata} TransData" if transdata else "")
+                + f", arena {self.arena_bytes} bytes{bound}; {self.seconds * 1e3:.1f} ms")
 
 
 @dataclasses.dataclass
@@ -131,7 +150,7 @@ def _compile_model(request):
     shapes = [[d.size for d in s.dim] for s in nd.attr["_input_shapes"].list.shape]
     key = cluster_key(nd.attr["cluster"].s, nd.attr["options"].s) if nd.op == "NpuGraphOp" else None
     event = ModelEvent(nd.name, nd.op, shapes, [k.kernel for k in model.kernels],
-                       model.arena_bytes, key, seconds)
+                       model.arena_bytes, key, seconds, json.loads(model.metadata or "{}"))
     if key is not None:
         with _lock:
             _models_by_cluster.setdefault(key, []).append(event)

@@ -37,8 +37,11 @@ class GraphExplanation:
         for name, members in r.clusters.items():
             lines.append(f"  cluster {name}: {len(members)} ops")
             for m in self.models.get(name, ()):
-                lines.append(f"    model for inputs {m.input_shapes}: {len(m.kernels)} kernels: "
-                             + ", ".join(m.kernels))
+                mem = m.memory()
+                lines.append(f"    model for inputs {m.input_shapes}: {len(m.kernels)} kernels; "
+                             f"memory {mem['arena_bytes']} bytes planned, lower bound "
+                             f"{mem['lower_bound_bytes']}, {mem['no_reuse_bytes']} without reuse")
+                lines.append("      kernels: " + ", ".join(m.kernels))
         rows = [(n.node, n.op, PLACEMENT_TEXT.get(n.placement, n.placement.upper())
                  + (f" [{n.cluster}]" if n.cluster and n.placement == "npu" else ""),
                  n.reason or "") for n in r.nodes]

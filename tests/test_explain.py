@@ -48,6 +48,9 @@ def test_explain_reports_placement_clusters_and_kernels():
 
     text = str(e)
     assert f"cluster {cluster}" in text and "kernels: " in text
+    mem = g.models[cluster][0].memory()
+    assert 0 < mem["lower_bound_bytes"] <= mem["arena_bytes"] <= mem["no_reuse_bytes"], mem
+    assert f"memory {mem['arena_bytes']} bytes planned, lower bound" in text
     header = next(line.split() for line in text.splitlines() if "runs on" in line)
     assert header == ["node", "op", "runs", "on", "why"], text
     assert "AsString" in text and "CPU" in text
