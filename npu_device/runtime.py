@@ -16,7 +16,8 @@ def info():
 
 
 def memory_stats(device_id=0):
-    """Bytes in_use, peak, limit and the live (num_allocs) and total_allocs allocation counts."""
+    """Bytes in_use, peak, limit and the live (num_allocs) and total_allocs allocation counts;
+    cached_bytes: freed memory the simulated device keeps for reuse (not in in_use)."""
     return _C.memory_stats(device_id)
 
 

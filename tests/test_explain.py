@@ -42,7 +42,7 @@ def test_explain_reports_placement_clusters_and_kernels():
     assert {"MatMul", "AddV2", "Relu", "Sum"} <= {n.op for n in g.report.nodes
                                                    if n.cluster == cluster}
     kernels = [k for m in g.models[cluster] for k in m.kernels]
-    assert "MatMul" in kernels and "Relu" in kernels
+    assert "MatMul" in kernels and "NpuElementwise" in kernels   # + 1.0 and Relu fused
     assert e.ops_on("cpu") == {"AsString": 1, "StringLength": 1}
     assert all(n.reason for n in e.fallbacks() if n.placement == "cpu")
 

@@ -27,7 +27,10 @@ ARGS = [R.standard_normal((8, 16)).astype(np.float32),
 
 
 def compile_with(monkeypatch, fn, args, **opts):
-    """Partitions with `opts` as the current options (the cluster carries them) and compiles."""
+    """Partitions with `opts` as the current options (the cluster carries them) and compiles.
+    Optional passes are off: these tests count the Casts and kernels the precision pass made,
+    which fusion would merge (fusion under precision modes: test_precision_modes_e2e.py)."""
+    opts.setdefault("fusion_switch_file", {"ALL": "off"})
     monkeypatch.setattr(options, "current", lambda: dict(opts))
     model, inputs, routes = compile_function(fn, args)
     m = mf.deserialize(model)

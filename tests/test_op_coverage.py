@@ -3,8 +3,7 @@
 * their numpy references (what constant folding and the reference executor run) against TF on
   the CPU, through an eager compile request as in tests/test_ge_ops.py;
 * the sweep: every registered op, every dtype it claims, eagerly on the NPU with soft placement
-  off (the C++ kernels) against TF on the CPU, forward and gradient; a failing run fails the
-  test unless it is a known gap listed here;
+  off (the C++ kernels) against TF on the CPU, forward and gradient; any failing run fails;
 * bad attributes give errors naming the problem, on the NPU as well.
 """
 import npu_device  # noqa: I001  (loads the NPU plugin before TensorFlow creates devices)
@@ -20,11 +19,6 @@ from graph_engine.compiler.compile import compile_model
 from graph_engine.compiler.testing import op_request
 from npu_device.tools import op_cases, op_coverage
 
-# (op, dtype prefix) -> why its gradient does not run on the NPU yet
-KNOWN_GRADIENT_GAPS = {
-    "Prod": "TF's Prod gradient uses Cumprod, which has no NPU kernel",
-    "MaxPoolGrad": "the second derivative of max pooling (MaxPoolGradGrad) has no NPU kernel",
-}
 
 
 def _tf(op, inputs, attrs):
@@ -54,7 +48,12 @@ def test_every_added_op_has_a_case():
              "Acosh", "Atanh", "Rint", "Inv", "Invert", "Selu", "SeluGrad", "SoftsignGrad",
              "InvGrad", "Atan2", "Xlogy", "Xlog1py", "Xdivy", "MulNoNan", "TruncateDiv",
              "TruncateMod", "ApproximateEqual", "Einsum", "ConcatOffset", "MirrorPad",
-             "MirrorPadGrad", "ResizeBilinear", "ResizeBilinearGrad"}
+             "MirrorPadGrad", "ResizeBilinear", "ResizeBilinearGrad",
+             "StatelessRandomGetKeyCounter", "StatelessRandomUniformV2", "StatelessRandomNormalV2",
+             "StatelessTruncatedNormalV2", "StatelessRandomUniform", "StatelessRandomNormal",
+             "StatelessTruncatedNormal", "Cumsum", "Cumprod", "MaxPoolGradGrad", "Conv3D",
+             "Conv3DBackpropInputV2", "Conv3DBackpropFilterV2", "GatherNd", "ScatterNd",
+             "MaxPool3D", "AvgPool3D", "MaxPool3DGrad", "AvgPool3DGrad", "MaxPool3DGradGrad"}
     assert added <= set(ops.registered())
     assert added - {c[0] for c in op_cases.CASES} == set()
 
@@ -67,8 +66,7 @@ def test_sweep_every_op_and_dtype_on_npu():
     results = op_coverage.sweep()
     swept = {r.op for r in results}
     assert set(ops.registered()) - swept <= op_coverage.EAGER_LESS
-    failures = [r for r in results if r.failed
-                and not (r.forward == "ok" and r.op in KNOWN_GRADIENT_GAPS)]
+    failures = [r for r in results if r.failed]
     assert not failures, "\n".join(f"{r.op} {r.dtype}: {r.forward}; {r.gradient}" for r in failures)
     # the markdown lists every registered op
     text = op_coverage.markdown(results)
@@ -81,6 +79,13 @@ def test_sweep_every_op_and_dtype_on_npu():
      {"equation": "ij,jk->ik"}, ""),
     ("MirrorPad", {"input": np.ones((2, 3), np.float32), "paddings": np.array([[0, 0], [3, 0]], np.int32)},
      {"mode": "REFLECT"}, "paddings"),
+    ("Cumsum", {"x": np.ones(3, np.float32), "axis": np.int32(2)}, {}, "axis 2 is out of range"),
+    ("GatherNd", {"params": np.ones((4, 3), np.float32), "indices": np.array([[1], [5]], np.int32)}, {},
+     "out of range"),
+    ("ScatterNd", {"indices": np.array([[4]], np.int32), "updates": np.ones((1, 3), np.float32),
+                   "shape": np.array([4, 3], np.int32)}, {}, "out of range"),
+    ("Conv3D", {"input": np.ones((1, 2, 2, 2, 3), np.float32), "filter": np.ones((1, 1, 1, 2, 1), np.float32)},
+     dict(strides=[1, 1, 1, 1, 1], padding="VALID"), "channels"),
 ])
 def test_bad_attributes_are_clear_errors_on_npu(op, inputs, attrs, message):
     with tf.device("/device:NPU:0"), pytest.raises((tf.errors.InvalidArgumentError,

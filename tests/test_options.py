@@ -17,6 +17,11 @@ MIXLIST = {"white-list": {"to-add": ["MatMul"]}, "black-list": {"to-add": ["Soft
 #            [bad values]). device_count and hbm_size size the runtime: good values are tested
 # in fresh processes below.
 CASES = {
+    "fusion_switch_file": ([('{"ALL": "off", "simplify_algebra": "on"}',
+                             {"ALL": "off", "simplify_algebra": "on"}, {})],
+                           ["{not json", '["ALL"]', '{"no_such_pass": "off"}', '{"lower": "off"}',
+                            '{"ALL": "maybe"}', "/nonexistent/switch.json", "", 5]),
+    "dump_graph_path": ([("/tmp/ge_dumps", "/tmp/ge_dumps", {})], ["", "   ", 5]),
     "precision_mode": ([("force_fp16", "force_fp16", {}),
                         ("allow_mix_precision_bf16", "allow_mix_precision_bf16", {})],
                        ["fp16", "FORCE_FP16", 3]),

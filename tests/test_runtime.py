@@ -202,7 +202,8 @@ def test_out_of_memory_at_exact_capacity():
     """, env={"NPU_HBM_SIZE": "1M"})
     assert out.splitlines() == [
         "NPU:0 out of memory: requested 1 bytes, 0 free of 1048576",
-        "{'in_use': 1048576, 'peak': 1048576, 'limit': 1048576, 'num_allocs': 1, 'total_allocs': 2}",
+        "{'in_use': 1048576, 'peak': 1048576, 'limit': 1048576, 'num_allocs': 1, 'total_allocs': 2, "
+        "'cached_bytes': 0}",
     ]
 
 

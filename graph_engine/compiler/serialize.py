@@ -24,7 +24,10 @@ def build_model(c) -> mf.Model:
             return ids[v]
         kind = plan.kind[v]
         where = plan.where.get(v, 0)
-        if kind == mf.Kind.CONST:
+        root = plan.storage.get(v, v)
+        if kind == mf.Kind.CONST and root is not v:       # an alias reads the constant's bytes
+            where = values[add(root)].where
+        elif kind == mf.Kind.CONST:
             blob.extend(b"\0" * (-len(blob) % mf.CONST_ALIGNMENT))
             where = len(blob)
             blob.extend(np.ascontiguousarray(v.const, dt.numpy_dtype(v.dtype)).tobytes())
@@ -50,6 +53,9 @@ def build_model(c) -> mf.Model:
         "arena_bytes": plan.arena_bytes,
         "live_bytes_lower_bound": plan.lower_bound_bytes,
         "no_reuse_bytes": plan.no_reuse_bytes,
+        "memory_strategy": plan.strategy,
+        "inplace_outputs": plan.inplace,
+        "aliased_values": plan.aliased,
         "const_bytes": len(blob),
         "passes": c.log,
     }

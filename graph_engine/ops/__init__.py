@@ -8,8 +8,8 @@
 supported_ops.json in this folder is generated from it (python -m graph_engine.compiler.supported_ops)
 and read by the TF plugin to register NPU kernels.
 """
-from graph_engine.ops import (array, conv, einsum, elementwise, extra_math, identity, matmul,  # noqa: F401
-                              mirror_pad, nn, pool, reduction, resize, shape)
+from graph_engine.ops import (array, conv, conv3d, einsum, elementwise, extra_math, fused, fused_elementwise, identity, layout, matmul,  # noqa: F401
+                              mirror_pad, nn, pool, pool3d, random, reduction, resize, scan, scatter, shape)
 from graph_engine.ops.base import (ALL, FLOAT, INDEX, INT, NUMBER, Op, evaluate, get, internal,
                                    registered)
 

@@ -38,6 +38,9 @@ class Op:
     runtime_kernel = True    # False: compiled models never contain it (always folded/removed)
     internal = False         # a GE kernel made by compiler passes (fusion, layout), not a TF op:
                              # never partitioned, never registered with TensorFlow
+    inplace = False          # its kernel may write its output over an input of the same shape and
+                             # dtype (each element read before it is written): memory planning
+                             # lets the output take that input's slot when the input dies there
 
     def shapes(self, shapes, attrs):
         """Output shapes (tuples) from the data-input shapes and the kernel attrs."""

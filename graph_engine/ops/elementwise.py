@@ -8,6 +8,7 @@ from graph_engine.ops.base import ALL, FLOAT, INT, NUMBER, Op, broadcast, regist
 
 
 class Unary(Op):
+    inplace = True           # the shared elementwise kernels are alias-safe (elementwise.h)
     type_attrs = {"T": FLOAT}
     fn = None
 
@@ -19,6 +20,7 @@ class Unary(Op):
 
 
 class Binary(Op):
+    inplace = True           # the shared elementwise kernels are alias-safe (elementwise.h)
     type_attrs = {"T": NUMBER}
     fn = None
 

@@ -84,11 +84,13 @@ def _log_softmax(x):
 
 @register
 class Softmax(Unary):
+    inplace = False          # a row reduction, not elementwise (softmax.cc)
     fn = staticmethod(lambda x: np.exp(_log_softmax(x)))
 
 
 @register
 class LogSoftmax(Unary):
+    inplace = False
     fn = staticmethod(_log_softmax)
 
 
@@ -142,6 +144,7 @@ def _channel_axis(attrs, rank):
 
 @register
 class BiasAdd(Op):
+    inplace = True           # the elementwise Add kernel with a broadcast bias
     type_attrs = {"T": FLOAT + INT}
 
     def shapes(self, shapes, attrs):

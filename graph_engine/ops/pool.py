@@ -39,6 +39,16 @@ class MaxPool(_Pool):
         return g.from_nhwc(np.maximum.reduce([xp[index] for _, _, index in g.taps()]))
 
 
+def _window_argmax(g, xp, out_shape):
+    """Per output position, the tap of the first window maximum (row-major), like TF."""
+    best = np.full(out_shape, -np.inf, np.float32)
+    arg = np.full(out_shape, -1)
+    for t, (_, _, index) in enumerate(g.taps()):
+        better = (xp[index] > best) | (arg < 0)
+        best, arg = np.where(better, xp[index], best), np.where(better, t, arg)
+    return arg
+
+
 @register
 class MaxPoolGrad(Op):
     """Each output gradient goes to the first maximum of its window (row-major), like TF."""
@@ -53,16 +63,35 @@ class MaxPoolGrad(Op):
         x, _, grad = xs
         g, n, c = _pool_geometry(attrs, x.shape, self.name)
         xp, grad = g.pad(g.to_nhwc(x), -np.inf), g.to_nhwc(grad)
-        taps = list(g.taps())
-        best = np.full(grad.shape, -np.inf, np.float32)
-        arg = np.full(grad.shape, -1)
-        for t, (_, _, index) in enumerate(taps):
-            better = (xp[index] > best) | (arg < 0)
-            best, arg = np.where(better, xp[index], best), np.where(better, t, arg)
+        arg = _window_argmax(g, xp, grad.shape)
         dxp = np.zeros(xp.shape, np.float32)
-        for t, (_, _, index) in enumerate(taps):
+        for t, (_, _, index) in enumerate(g.taps()):
             dxp[index] += np.where(arg == t, grad, 0)
         return g.from_nhwc(g.crop(dxp))
+
+
+@register
+class MaxPoolGradGrad(Op):
+    """The gradient of MaxPoolGrad: each output position takes the input-shaped gradient at its
+    window's first maximum (orig_input, orig_output, grad shaped like orig_input)."""
+    type_attrs = {"T": FLOAT}
+
+    def shapes(self, shapes, attrs):
+        g, n, c = _pool_geometry(attrs, shapes[0], self.name)
+        _check_grad(self.name, g, n, c, shapes[1])
+        if tuple(shapes[2]) != tuple(shapes[0]):
+            raise ValueError(f"{self.name}: grad {list(shapes[2])} must have the input shape "
+                             f"{list(shapes[0])}")
+        return [g.shape_out(n, c)]
+
+    def compute(self, xs, attrs):
+        x, _, grad = xs
+        g, n, c = _pool_geometry(attrs, x.shape, self.name)
+        xp, gp = g.pad(g.to_nhwc(x), -np.inf), g.pad(g.to_nhwc(grad))
+        taps = list(g.taps())
+        arg = _window_argmax(g, xp, xp[taps[0][2]].shape)
+        out = sum(np.where(arg == t, gp[index], 0) for t, (_, _, index) in enumerate(taps))
+        return g.from_nhwc(out.astype(np.float32))
 
 
 @register

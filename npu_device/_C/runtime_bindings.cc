@@ -89,6 +89,7 @@ py::dict MemoryStats(int device) {
   d["limit"] = s.limit;
   d["num_allocs"] = s.num_allocs;
   d["total_allocs"] = s.total_allocs;
+  d["cached_bytes"] = s.cached_bytes;
   return d;
 }
 

@@ -158,6 +158,13 @@ def mixlist(value):
     return result
 
 
+def pass_switches(value):
+    """fusion_switch_file: a JSON file (or JSON text, or a dict) -> the normalised switches
+    {name: "on"|"off"}, checked against the graph engine's pass names."""
+    from graph_engine.compiler import pass_switches as switches   # lazy: loads the compiler
+    return switches.load(value)
+
+
 def _check_op_type(op):
     from tensorflow.python.framework import op_def_registry
     if op_def_registry.get(op) is not None:
@@ -221,6 +228,17 @@ OPTIONS = (
     Option("graph_memory_max_size", size_in_bytes(1 << 20), _SIZE, None, NEXT_COMPILE,
            "Largest working memory one compiled graph may plan; a graph needing more fails to "
            "compile with the sizes in the message. Unset: bounded by hbm_size.", compile=True),
+    Option("fusion_switch_file", pass_switches,
+           'path of a JSON file (or JSON text) {"ALL"|PASS: "on"|"off"}; pass names in '
+           'docs/passes.md', None, NEXT_COMPILE,
+           "Turns graph-engine passes on or off one by one (like Ascend's fusion_switch_file); "
+           '"ALL" sets every optional pass, named passes override it. Required passes (shape '
+           "inference, folding, identity and dead-code elimination, precision, lowering, memory "
+           "planning) always run. The file is read when the option is set.", compile=True),
+    Option("dump_graph_path", path, "a directory", None, NEXT_COMPILE,
+           "Write each compiled graph as text and Graphviz dot before the first pass and after "
+           "every pass, as DIR/GRAPH/NN_PASS.txt and .dot. Unset: no graph dumps.",
+           compile=True),
     Option("variable_memory_max_size", size_in_bytes(1 << 20), _SIZE, None, ANY_TIME,
            "Largest device memory all variables together may take. Unset: bounded by hbm_size."),
     Option("device_count", integer(1, _MAX_DEVICES), f"an integer from 1 to {_MAX_DEVICES}", 1,

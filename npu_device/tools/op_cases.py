@@ -2,6 +2,7 @@
 (op, tf.raw_ops inputs, attrs), the same form as tests/test_ge_ops.py's CASES. The coverage
 sweep (op_coverage.py) runs both tables; tests/test_op_coverage.py checks these against TF."""
 import numpy as np
+import tensorflow as tf
 
 _R = np.random.default_rng(1)
 
@@ -16,6 +17,14 @@ def _i32(lo, hi, *shape):
 
 _UNIT = _f32(3, 4, lo=-0.9, hi=0.9)          # inside the domain of asin/acos/atanh
 _X, _Y = _f32(3, 4), _f32(4)
+_KEY = np.array([0x9A3F00C1D2E4F567], np.uint64)
+_COUNTER = np.array([0xFFFFFFFFFFFFFFFE, 0x0123456789ABCDEF], np.uint64)   # the low word carries
+_POOL = dict(ksize=[1, 3, 3, 1], strides=[1, 2, 2, 1], padding="SAME")
+_POOL_X = _f32(2, 6, 6, 3)
+_POOLED = tf.raw_ops.MaxPool(input=_POOL_X, **_POOL).numpy()
+_POOL3D = dict(ksize=[1, 2, 3, 2, 1], strides=[1, 2, 2, 1, 1], padding="SAME")
+_POOL3D_X = _f32(2, 5, 6, 4, 3)
+_POOLED3D = tf.raw_ops.MaxPool3D(input=_POOL3D_X, **_POOL3D).numpy()
 
 CASES = [
     *[(op, {"x": _f32(3, 4)}, {}) for op in
@@ -64,4 +73,50 @@ CASES = [
      {"half_pixel_centers": True}),
     ("ResizeBilinearGrad", {"grads": _f32(2, 3, 4, 3), "original_image": _f32(2, 5, 7, 3)},
      {"align_corners": True}),
+    # stateless random ops (Dropout, initializers): any 64-bit key and 128-bit counter
+    ("StatelessRandomGetKeyCounter", {"seed": np.array([3, -7], np.int32)}, {}),
+    *[(op, {"key": _KEY, "counter": _COUNTER, "shape": np.array([3, 5], np.int32),
+            "alg": np.int32(alg)}, {"dtype": dtype})
+      for op in ("StatelessRandomUniformV2", "StatelessRandomNormalV2", "StatelessTruncatedNormalV2")
+      for alg, dtype in ((1, tf.float32), (3, tf.float16), (1, tf.bfloat16))],
+    *[(op, {"seed": np.array([5, 11], np.int32), "shape": np.array([2, 7], np.int32)}, {"dtype": tf.float32})
+      for op in ("StatelessRandomUniform", "StatelessRandomNormal", "StatelessTruncatedNormal")],
+    *[(op, {"x": _f32(3, 4, 5, lo=0.5, hi=1.5) * np.array([1, -1, 1, 1, -1], np.float32),
+            "axis": np.int32(axis)}, {"exclusive": ex, "reverse": rev})
+      for op in ("Cumsum", "Cumprod") for axis, ex, rev in ((1, False, False), (-1, True, True))],
+    ("Cumsum", {"x": _i32(-9, 9, 4, 3), "axis": np.int32(0)}, {"reverse": True}),
+    ("MaxPoolGradGrad", {"orig_input": _POOL_X, "orig_output": _POOLED, "grad": _f32(2, 6, 6, 3)}, _POOL),
+    ("MaxPoolGradGrad", {"orig_input": np.round(_POOL_X), "grad": _f32(2, 6, 6, 3),
+                         "orig_output": tf.raw_ops.MaxPool(input=np.round(_POOL_X), **_POOL).numpy()},
+     _POOL),                                                    # ties: the first maximum wins
+    ("Conv3D", {"input": _f32(2, 5, 6, 4, 3), "filter": _f32(2, 3, 2, 3, 4)},
+     dict(strides=[1, 1, 2, 1, 1], padding="SAME")),
+    ("Conv3D", {"input": _f32(1, 3, 5, 6, 4), "filter": _f32(2, 2, 3, 3, 2)},
+     dict(strides=[1, 1, 1, 1, 1], padding="SAME", data_format="NCDHW")),
+    ("Conv3D", {"input": _f32(1, 5, 6, 4, 3), "filter": _f32(2, 3, 2, 3, 2)},
+     dict(strides=[1, 1, 1, 1, 1], padding="VALID", dilations=[1, 2, 1, 1, 1])),
+    ("Conv3DBackpropInputV2", {"input_sizes": np.array([2, 5, 6, 4, 3], np.int32),
+                               "filter": _f32(2, 3, 2, 3, 4), "out_backprop": _f32(2, 5, 3, 4, 4)},
+     dict(strides=[1, 1, 2, 1, 1], padding="SAME")),
+    ("Conv3DBackpropFilterV2", {"input": _f32(2, 5, 6, 4, 3), "filter_sizes": np.array([2, 3, 2, 3, 4], np.int32),
+                                "out_backprop": _f32(2, 4, 2, 3, 4)},
+     dict(strides=[1, 1, 2, 1, 1], padding="VALID")),
+    ("GatherNd", {"params": _f32(4, 5, 3), "indices": np.array([[[1, 2], [3, 0]], [[0, 4], [1, 2]]], np.int32)}, {}),
+    ("GatherNd", {"params": _i32(-9, 9, 4, 5), "indices": np.array([[3], [0], [3]], np.int64)}, {}),
+    ("ScatterNd", {"indices": np.array([[1], [3], [1]], np.int32), "updates": _f32(3, 5),
+                   "shape": np.array([4, 5], np.int32)}, {}),               # repeated index: summed
+    ("ScatterNd", {"indices": np.array([[0, 1], [2, 2]], np.int64), "updates": _i32(-9, 9, 2),
+                   "shape": np.array([3, 4], np.int64)}, {}),
+    *[(op, {"input": _POOL3D_X}, _POOL3D) for op in ("MaxPool3D", "AvgPool3D")],
+    ("AvgPool3D", {"input": np.moveaxis(_POOL3D_X, -1, 1)},
+     dict(ksize=[1, 1, 2, 2, 2], strides=[1, 1, 2, 1, 2], padding="VALID", data_format="NCDHW")),
+    ("MaxPool3DGrad", {"orig_input": _POOL3D_X, "orig_output": _POOLED3D, "grad": _f32(*_POOLED3D.shape)}, _POOL3D),
+    ("MaxPool3DGrad", {"orig_input": np.round(_POOL3D_X), "grad": _f32(*_POOLED3D.shape),
+                       "orig_output": tf.raw_ops.MaxPool3D(input=np.round(_POOL3D_X), **_POOL3D).numpy()},
+     _POOL3D),                                       # ties: every maximal element gets the gradient
+    ("MaxPool3DGradGrad", {"orig_input": np.round(_POOL3D_X), "grad": _f32(*_POOL3D_X.shape),
+                           "orig_output": tf.raw_ops.MaxPool3D(input=np.round(_POOL3D_X), **_POOL3D).numpy()},
+     _POOL3D),
+    ("AvgPool3DGrad", {"orig_input_shape": np.array(_POOL3D_X.shape, np.int32), "grad": _f32(*_POOLED3D.shape)},
+     _POOL3D),
 ]

@@ -89,7 +89,7 @@ def variants(case):
     first = next(iter(inputs.values()), None)
     first = np.asarray(first[0] if isinstance(first, (list, tuple)) else first)
     if attr is None or first.dtype == object:
-        return [(gdt.name(gdt.from_numpy(first.dtype)) if first is not None and first.size else "-", inputs)]
+        return [(_label(inputs, attrs), inputs)]
     arg_attr = {a.name: a.type_attr for a in op_def_registry.get(op_type).input_arg}
     case_dtype = None
     for name, v in inputs.items():
@@ -109,6 +109,17 @@ def variants(case):
             new[name] = [conv(a) for a in v] if isinstance(v, (list, tuple)) else conv(v)
         out.append((gdt.name(enum).replace("DT_", "").lower().replace("half", "float16"), new))
     return out
+
+
+def _label(inputs, attrs):
+    """The dtype a case runs in: its `dtype` attr (random ops), else its first float input's,
+    else its first input's."""
+    if "dtype" in attrs and not isinstance(attrs["dtype"], (int, np.integer)):
+        return tf.as_dtype(attrs["dtype"]).name
+    arrays = [np.asarray(a) for v in inputs.values() for a in (v if isinstance(v, (list, tuple)) else [v])]
+    arrays = [a for a in arrays if a.dtype != object and a.size]
+    floats = [a for a in arrays if a.dtype.kind == "f" or a.dtype in _NARROW]
+    return gdt.name(gdt.from_numpy((floats or arrays)[0].dtype)) if arrays else "-"
 
 
 _FLOAT_ONLY_VALUES = {"Pow"}    # negative integer exponents are errors, not values
@@ -276,12 +287,10 @@ def markdown(results):
         f"{len(reg)} ops registered; {sum(1 for o in reg if o in by_op)} swept; "
         f"{sum(1 for r in results if r.failed)} failing runs.",
         "",
-        "Not on the NPU yet (TF runs these on the CPU): Cumsum/Cumprod (so Prod's gradient),",
-        "Dropout's stateless random ops",
-        "(StatelessRandomGetKeyCounter, StatelessRandomUniformV2: their uint64 key/counter tensors",
-        "have no NPU dtype), MaxPoolGradGrad (second derivative of max pooling), Conv3D and its",
-        "gradients, and the sparse-update ops of IndexedSlices gradients in some optimizers (Where,",
-        "ScatterNd, ResourceScatterSub; Where's output shape is data-dependent).",
+        "Stateless random ops (Dropout, initializers) draw bit for bit what TF draws on the CPU",
+        "(tests/test_ge_random.py); their uint64 key/counter tensors live on the NPU. Not on the NPU",
+        "yet (TF runs these on the CPU): the sparse-update ops of IndexedSlices gradients in some",
+        "optimizers (Where, ResourceScatterSub; Where's output shape is data-dependent).",
         "",
         "| op | dtype | forward | gradient |",
         "|---|---|---|---|",

@@ -12,8 +12,11 @@ def run(c):
             continue
         live.add(n)
         stack.extend(v.node for v in n.inputs)
+    removed = 0
     for n in g:
         if n not in live and n.op != "_Arg":
             g.remove(n)
+            removed += 1
     for n in g:
         n.control_inputs = [p for p in n.control_inputs if p.name in g.nodes]
+    return {"removed": removed}

@@ -72,9 +72,12 @@ def infer_node(node, c):
         out_dtypes = [v.dtype for v in node.outputs]
         out_shapes = op.shapes(shapes, attrs)
         known = None
-        # Ops without a runtime kernel fold whatever their size; others only when small.
-        if not op.runtime_kernel or \
-                sum(_nbytes(s, t) for s, t in zip(out_shapes, out_dtypes)) <= FOLD_LIMIT_BYTES:
+        # Ops without a runtime kernel fold whatever their size; others when small, or when the
+        # result is no bigger than a constant it is computed from (weights * scale, weight casts:
+        # folding them stores no more than the model holds and saves a kernel per step).
+        out_bytes = sum(_nbytes(s, t) for s, t in zip(out_shapes, out_dtypes))
+        biggest_const = max((v.const.nbytes for v in data if v.const is not None), default=0)
+        if not op.runtime_kernel or out_bytes <= max(FOLD_LIMIT_BYTES, biggest_const):
             known = op.value_from_shapes(shapes, attrs, out_dtypes)
             if known is None and op.foldable and all(v.const is not None for v in data):
                 known = ops.evaluate(op, [v.const for v in data], attrs, out_dtypes)

@@ -1,15 +1,25 @@
 """Memory planning: every kernel output that is not written straight into a caller's output
 buffer gets an offset in one scratch arena.
 
-Liveness runs over the kernel order: a value lives from the kernel that writes it to the last
-kernel that reads it. Offsets: best fit (each value takes the smallest gap between
-already-placed values whose lifetimes overlap its own), visiting values in two orders -- largest
-first (TFLite/XLA's greedy by size) and first-written first -- and keeping the smaller arena,
-as GE keeps the better of its assigners. The plan records the lower bound for this order: the
-largest sum of live bytes at a step.
+Storage is planned per buffer, a set of values sharing bytes: an alias (lower.py: Reshape,
+Squeeze, ExpandDims, identities) shares its input's buffer, and the output of an op that may run
+in place (Op.inplace) takes the buffer of an input of the same storage size and format whose
+last use is that kernel. A buffer holding a graph input, a constant or a graph output lives
+there, not in the arena.
+
+Liveness runs over the kernel order: a buffer lives from the kernel that writes it to the last
+kernel that reads any of its values. Offsets: best fit (each buffer takes the smallest gap
+between already-placed buffers whose lifetimes overlap its own), visiting buffers in three
+orders -- largest first (TFLite/XLA's greedy by size), first written first, and longest lived
+first -- and keeping the smallest arena, as GE keeps the better of its assigners. The plan
+records the lower bound for this order (the largest sum of live bytes at a step) and the bytes
+without any reuse (every arena value in its own slot). docs/memory.md explains the numbers.
 """
 import dataclasses
 
+import numpy as np
+
+from graph_engine import ops
 from graph_engine.compiler import dtypes as dt
 from graph_engine.compiler.errors import CompileError
 from graph_engine.compiler.model_format import Kind
@@ -22,86 +32,177 @@ def align(n):
 
 
 def nbytes(v):
+    """Storage bytes of a value: padded formats (NC1HWC0, FRACTAL_Z) store more than the
+    logical elements (graph_engine/ops/layout.py)."""
+    from graph_engine.ops.layout import storage_shape
     n = dt.itemsize(v.dtype)
-    for d in v.shape:
+    for d in storage_shape(v.format, v.shape, v.dtype):
         n *= d
     return n
 
 
 @dataclasses.dataclass
 class Plan:
-    kind: dict              # Value -> Kind
+    kind: dict              # Value -> Kind (of its buffer)
     where: dict             # Value -> input index / output index / arena offset (consts: serialize)
-    lifetime: dict          # arena Value -> (first kernel, last kernel)
+    lifetime: dict          # arena buffer (its root Value) -> (first kernel, last kernel)
     arena_bytes: int
     lower_bound_bytes: int  # max over steps of the aligned bytes live at once
     no_reuse_bytes: int     # every arena value in its own slot
+    storage: dict = dataclasses.field(default_factory=dict)   # Value -> its buffer's root Value
+    strategy: str = ""      # the offset order that won
+    inplace: int = 0        # kernel outputs written over a dying input
+    aliased: int = 0        # values sharing their input's bytes without a kernel
 
 
-def lifetimes(program, arena_values):
+class Buffers:
+    """Union-find of values sharing storage; the root is the value that first holds the bytes."""
+
+    def __init__(self):
+        self.parent = {}
+
+    def root(self, v):
+        while self.parent.get(v, v) is not v:
+            v = self.parent[v]
+        return v
+
+    def join(self, v, into):
+        self.parent[v] = self.root(into)
+
+
+def last_reads(program):
+    last = {}
+    for step, k in enumerate(program.kernels):
+        for v in k.inputs:
+            last[v] = step
+    return last
+
+
+def lifetimes(program, arena_roots, buffers, last_read):
+    """(first, last) kernel of each arena buffer: written by its root's kernel, read to the last
+    read of any value in it."""
     life = {}
     for step, k in enumerate(program.kernels):
         for v in k.outputs:
-            if v in arena_values:
+            if v in arena_roots:
                 life[v] = (step, step)
-        for v in k.inputs:
-            if v in life:
-                life[v] = (life[v][0], step)
+    for v, step in last_read.items():
+        r = buffers.root(v)
+        if r in life:
+            life[r] = (life[r][0], max(life[r][1], step))
     return life
 
 
 ORDERS = {
     "largest_first": lambda life, size: lambda v: (-size[v], life[v][0]),
     "first_written_first": lambda life, size: lambda v: (life[v][0], -size[v]),
+    "longest_lived_first": lambda life, size: lambda v: (life[v][0] - life[v][1], -size[v],
+                                                         life[v][0]),
 }
 
 
 def best_fit(life, size, order):
-    """Offsets for the values of `life` visited in `order`, each in the smallest fitting gap."""
-    placed, offsets = [], {}            # placed: (offset, end, first, last)
-    for v in sorted(life, key=order):
-        first, last = life[v]
-        busy = sorted((o, e) for o, e, f, l in placed if f <= last and first <= l)
-        best, cursor = None, 0
-        for o, e in busy:
-            if o - cursor >= size[v] and (best is None or o - cursor < best[1]):
-                best = (cursor, o - cursor)
-            cursor = max(cursor, e)
-        offset = best[0] if best else cursor
-        offsets[v] = offset
-        placed.append((offset, offset + size[v], first, last))
-    return offsets
+    """Offsets for the buffers of `life` visited in `order`, each in the smallest gap between
+    placed buffers whose lifetimes overlap its own (else above them). Vectorized over the placed
+    buffers: training graphs have thousands of buffers."""
+    values = sorted(life, key=order)
+    n = len(values)
+    first = np.array([life[v][0] for v in values], np.int64)
+    last = np.array([life[v][1] for v in values], np.int64)
+    sizes = np.array([size[v] for v in values], np.int64)
+    start = np.zeros(n, np.int64)
+    for i in range(n):
+        busy = np.nonzero((first[:i] <= last[i]) & (first[i] <= last[:i]))[0]
+        if busy.size == 0:
+            continue
+        by_offset = busy[np.argsort(start[busy], kind="stable")]
+        lo, hi = start[by_offset], start[by_offset] + sizes[by_offset]
+        cursor = np.concatenate(([0], np.maximum.accumulate(hi)[:-1]))   # end of what is below
+        gap = lo - cursor
+        fits = np.nonzero(gap >= sizes[i])[0]
+        start[i] = cursor[fits[np.argmin(gap[fits])]] if fits.size else hi.max()
+    return {v: int(o) for v, o in zip(values, start)}
+
+
+def _in_place(program, buffers, kind, last_read):
+    """Lets outputs of in-place ops take the buffer of an input that dies at their kernel."""
+    last_use = {}                                       # arena buffer root -> last read so far
+    for v, step in last_read.items():
+        r = buffers.root(v)
+        last_use[r] = max(last_use.get(r, -1), step)
+    count = 0
+    for step, k in enumerate(program.kernels):
+        op = ops.get(k.kernel)
+        if op is None or not op.inplace:
+            continue
+        taken = set()
+        for out in k.outputs:
+            if out in kind:                             # written into a caller's buffer
+                continue
+            for x in k.inputs:
+                r = buffers.root(x)
+                if (kind.get(r) is None and r not in taken and last_use.get(r) == step
+                        and nbytes(x) == nbytes(r) == nbytes(out) and x.format == out.format):
+                    buffers.join(out, r)
+                    taken.add(r)
+                    last_use[r] = max(step, last_use.get(out, step))
+                    count += 1
+                    break
+    return count
 
 
 def run(c):
     p = c.program
-    kind, where = {}, {}
+    kind, where, buffers = {}, {}, Buffers()
+    for alias, source in p.aliases.items():
+        buffers.join(alias, source)
     for i, v in enumerate(p.inputs):
         kind[v], where[v] = Kind.INPUT, i
     for v in p.constants:
         kind.setdefault(v, Kind.CONST)
     produced = [v for k in p.kernels for v in k.outputs]
     produced_set = set(produced)
+    shared = {buffers.root(a) for a in p.aliases}
     for i, v in enumerate(p.outputs):
-        if v not in kind and v in produced_set:        # a kernel writes the caller's buffer
+        # A kernel writes the caller's buffer, unless other names share the bytes (the
+        # reference executor gives every output value its own array).
+        if v not in kind and v in produced_set and v not in shared:
             kind[v], where[v] = Kind.OUTPUT, i
-    arena = [v for v in produced if v not in kind]
+    last_read = last_reads(p)
+    for i, v in enumerate(p.outputs):                   # outputs are read after the last kernel
+        last_read[v] = len(p.kernels)
+    inplace = _in_place(p, buffers, kind, last_read)
+    arena = [v for v in produced if buffers.root(v) is v and v not in kind]
     for v in arena:
         kind[v] = Kind.ARENA
     size = {v: align(max(nbytes(v), 1)) for v in arena}
-    life = lifetimes(p, set(arena))
+    life = lifetimes(p, set(arena), buffers, {v: min(s, len(p.kernels) - 1)
+                                              for v, s in last_read.items()})
     end = lambda offsets: max((offsets[v] + size[v] for v in arena), default=0)
-    offsets = min((best_fit(life, size, make(life, size)) for make in ORDERS.values()), key=end)
-    where.update(offsets)
-    live_at = [0] * len(p.kernels)
+    plans = {name: best_fit(life, size, make(life, size)) for name, make in ORDERS.items()}
+    strategy = min(plans, key=lambda name: end(plans[name]))
+    where.update(plans[strategy])
+    members = list(produced) + list(p.aliases)
+    for v in members:                                   # every name takes its buffer's place
+        r = buffers.root(v)
+        if r is not v and r in kind:
+            kind[v] = kind[r]
+            if r in where:
+                where[v] = where[r]
+    live_at = np.zeros(len(p.kernels) + 1, np.int64)     # bytes live at each kernel
     for v, (first, last) in life.items():
-        for step in range(first, last + 1):
-            live_at[step] += size[v]
-    c.plan = Plan(kind=kind, where=where, lifetime=life,
-                  arena_bytes=end(offsets),
-                  lower_bound_bytes=max(live_at, default=0), no_reuse_bytes=sum(size.values()))
+        live_at[first] += size[v]
+        live_at[last + 1] -= size[v]
+    live_at = np.cumsum(live_at)
+    no_reuse = sum(align(max(nbytes(v), 1)) for v in members if kind.get(v) == Kind.ARENA)
+    c.plan = Plan(kind=kind, where=where, lifetime=life, arena_bytes=end(plans[strategy]),
+                  lower_bound_bytes=int(live_at.max(initial=0)), no_reuse_bytes=no_reuse,
+                  storage={v: buffers.root(v) for v in members}, strategy=strategy,
+                  inplace=inplace, aliased=len(p.aliases))
     limit = c.options.get("graph_memory_max_size")
     if limit and c.plan.arena_bytes > limit:
         raise CompileError(f"graph {c.name!r} needs {c.plan.arena_bytes} bytes of working memory "
                            f"(at least {c.plan.lower_bound_bytes} live at once in this order); "
                            f"graph_memory_max_size is {limit}")
+    return {"arena_bytes": c.plan.arena_bytes, "lower_bound": c.plan.lower_bound_bytes,
+            "inplace": inplace, "aliased": c.plan.aliased, "strategy": strategy}

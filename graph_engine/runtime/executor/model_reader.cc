@@ -146,15 +146,19 @@ Status Validate(const ModelDef& m) {
       return Corrupt(ValueName(id) + " at offset " + std::to_string(v.where) +
                      " is not aligned to its element size");
     switch (v.kind) {
+      // Several values may name one input's or output's buffer (aliases share storage); each
+      // must fit in it.
       case ValueKind::kInput:
-        if (v.where >= m.inputs.size() || m.inputs[v.where] != id)
+        if (v.where >= m.inputs.size() || m.inputs[v.where] >= n_values ||
+            d.nbytes > m.values[m.inputs[v.where]].desc.nbytes)
           return Corrupt(ValueName(id) + " claims to be input " + std::to_string(v.where) +
-                         ", which the input list does not name it as");
+                         ", which does not exist or is smaller");
         break;
       case ValueKind::kOutput:
-        if (v.where >= m.outputs.size() || m.outputs[v.where] != id)
+        if (v.where >= m.outputs.size() || m.outputs[v.where] >= n_values ||
+            d.nbytes > m.values[m.outputs[v.where]].desc.nbytes)
           return Corrupt(ValueName(id) + " claims to be output " + std::to_string(v.where) +
-                         ", which the output list does not name it as");
+                         ", which does not exist or is smaller");
         break;
       case ValueKind::kConst:
         if (v.where > m.const_len || d.nbytes > m.const_len - v.where)

@@ -1,7 +1,10 @@
 // Conv2D and its gradients as im2col + GEMM in float32, on NHWC data (NCHW is relaid out
 // around the computation). Filters are HWIO: [KH, KW, C, OC], i.e. a [KH*KW*C, OC] matrix.
+// NpuFusedConv2D is the forward pass plus an epilogue (bias, residual, activation; see
+// epilogue.h) applied to each GEMM block while it is in cache.
 #include <cstring>
 
+#include "kernels/epilogue.h"
 #include "kernels/gemm.h"
 #include "kernels/layout.h"
 
@@ -53,7 +56,8 @@ enum class ConvKind { kForward, kBackpropInput, kBackpropFilter };
 
 class ConvKernel : public Kernel {
  public:
-  ConvKernel(ConvKind kind, Window2D g, int64_t oc, int dtype) : kind_(kind), g_(g), oc_(oc), dtype_(dtype) {}
+  ConvKernel(ConvKind kind, Window2D g, int64_t oc, int dtype, Epilogue ep = {})
+      : kind_(kind), g_(g), oc_(oc), dtype_(dtype), ep_(ep) {}
 
   Status Compute(const KernelArgs& args) const override {
     switch (kind_) {
@@ -72,18 +76,35 @@ class ConvKernel : public Kernel {
     NhwcIn x(g_, dtype_, args.in(0), g_.h, g_.w, g_.c);
     FloatIn f(dtype_, args.in(1), kkc() * oc_);
     NhwcOut y(g_, dtype_, args.out(0), g_.oh, g_.ow, oc_);
+    std::unique_ptr<FloatIn> bias;
+    std::unique_ptr<NhwcIn> residual;
+    if (ep_.has_bias) bias = std::make_unique<FloatIn>(dtype_, args.in(2), oc_);
+    if (ep_.has_residual)
+      residual = std::make_unique<NhwcIn>(g_, dtype_, args.in(ep_.has_bias ? 3 : 2), g_.oh, g_.ow, oc_);
+    // Output pixels [p0, p1) are final: add bias and residual, activate, while in cache.
+    auto epilogue = [&](int64_t p0, int64_t p1) {
+      ep_.ApplyRows(y.data() + p0 * oc_, bias ? bias->data() : nullptr,
+                    residual ? residual->data() + p0 * oc_ : nullptr, p1 - p0, oc_);
+    };
     const bool pointwise = g_.kh == 1 && g_.kw == 1 && g_.sh == 1 && g_.sw == 1 &&
                            g_.pad_top == 0 && g_.pad_left == 0 && g_.oh == g_.h && g_.ow == g_.w;
-    if (pointwise) {
+    const int64_t rows = RowsPerBlock(g_), blocks = (pixels() + rows - 1) / rows;
+    if (pointwise && (ep_.empty() || blocks < NumThreads())) {
+      // One GEMM parallel inside (a few large blocks would leave threads idle).
       Gemm(pixels(), oc_, g_.c, x.data(), false, f.data(), false, y.data());
+      if (!ep_.empty()) ParallelFor(pixels(), 8 * oc_, epilogue);
     } else {
-      const int64_t rows = RowsPerBlock(g_), blocks = (pixels() + rows - 1) / rows;
       ParallelFor(blocks, 2 * rows * kkc() * oc_, [&](int64_t b0, int64_t b1) {
-        std::vector<float> cols(rows * kkc());
+        std::vector<float> cols(pointwise ? 0 : rows * kkc());
         for (int64_t b = b0; b < b1; ++b) {
           const int64_t p0 = b * rows, p1 = std::min(pixels(), p0 + rows);
-          Im2Col(g_, x.data(), p0, p1, cols.data());
-          Gemm(p1 - p0, oc_, kkc(), cols.data(), false, f.data(), false, y.data() + p0 * oc_);
+          const float* patches = x.data() + p0 * g_.c;   // a 1x1 convolution reads x as is
+          if (!pointwise) {
+            Im2Col(g_, x.data(), p0, p1, cols.data());
+            patches = cols.data();
+          }
+          Gemm(p1 - p0, oc_, kkc(), patches, false, f.data(), false, y.data() + p0 * oc_);
+          epilogue(p0, p1);
         }
       });
     }
@@ -142,11 +163,15 @@ class ConvKernel : public Kernel {
   Window2D g_;
   int64_t oc_;
   int dtype_;
+  Epilogue ep_;
 };
 
 // Validates a Conv2D-family node given its input, filter and output-gradient shapes.
-Status MakeConv(const KernelDef& def, ConvKind kind, std::unique_ptr<Kernel>* out) {
-  NPU_RETURN_IF_ERROR(CheckArity(def, 2, 1));
+// `fused`: NpuFusedConv2D, the forward pass with the epilogue attributes and inputs.
+Status MakeConv(const KernelDef& def, ConvKind kind, std::unique_ptr<Kernel>* out, bool fused = false) {
+  Epilogue ep;
+  if (fused) NPU_RETURN_IF_ERROR(ParseEpilogue(def.attrs, &ep));
+  NPU_RETURN_IF_ERROR(CheckArity(def, 2 + ep.extra_inputs(), 1));
   NPU_RETURN_IF_ERROR(CheckFloatStorage(def));
   Dims input, filter, output;
   if (kind == ConvKind::kForward) {
@@ -172,12 +197,16 @@ Status MakeConv(const KernelDef& def, ConvKind kind, std::unique_ptr<Kernel>* ou
                  g.c, " (grouped convolution is not supported)");
   NPU_RETURN_IF_ERROR(CheckShape(kind == ConvKind::kForward ? "output" : "out_backprop", output,
                                  g.OutputShape(filter[3])));
-  *out = std::make_unique<ConvKernel>(kind, g, filter[3], def.outputs[0].dtype);
+  if (fused) NPU_RETURN_IF_ERROR(CheckEpilogueInputs(def, ep, 2, filter[3]));
+  *out = std::make_unique<ConvKernel>(kind, g, filter[3], def.outputs[0].dtype, ep);
   return Status::Ok();
 }
 
 NPU_REGISTER_KERNEL("Conv2D", [](const KernelDef& d, std::unique_ptr<Kernel>* k) {
   return MakeConv(d, ConvKind::kForward, k);
+});
+NPU_REGISTER_KERNEL("NpuFusedConv2D", [](const KernelDef& d, std::unique_ptr<Kernel>* k) {
+  return MakeConv(d, ConvKind::kForward, k, true);
 });
 NPU_REGISTER_KERNEL("Conv2DBackpropInput", [](const KernelDef& d, std::unique_ptr<Kernel>* k) {
   return MakeConv(d, ConvKind::kBackpropInput, k);

@@ -3,6 +3,9 @@
 //
 // The gradients scatter into input or filter positions, so their work is split by channel
 // block: a block owns its channels of dx or dW and needs no synchronisation.
+// NpuFusedDepthwiseConv2D is the forward pass plus an epilogue (epilogue.h) applied to each
+// output pixel's channels right after they are summed.
+#include "kernels/epilogue.h"
 #include "kernels/layout.h"
 
 namespace npu {
@@ -15,7 +18,8 @@ enum class Kind { kForward, kBackpropInput, kBackpropFilter };
 
 class DepthwiseKernel : public Kernel {
  public:
-  DepthwiseKernel(Kind kind, Window2D g, int64_t m, int dtype) : kind_(kind), g_(g), m_(m), dtype_(dtype) {}
+  DepthwiseKernel(Kind kind, Window2D g, int64_t m, int dtype, Epilogue ep = {})
+      : kind_(kind), g_(g), m_(m), dtype_(dtype), ep_(ep) {}
 
   Status Compute(const KernelArgs& args) const override {
     switch (kind_) {
@@ -46,6 +50,11 @@ class DepthwiseKernel : public Kernel {
     NhwcIn x(g_, dtype_, args.in(0), g_.h, g_.w, g_.c);
     FloatIn f(dtype_, args.in(1), g_.kh * g_.kw * cm());
     NhwcOut y(g_, dtype_, args.out(0), g_.oh, g_.ow, cm());
+    std::unique_ptr<FloatIn> bias;
+    std::unique_ptr<NhwcIn> residual;
+    if (ep_.has_bias) bias = std::make_unique<FloatIn>(dtype_, args.in(2), cm());
+    if (ep_.has_residual)
+      residual = std::make_unique<NhwcIn>(g_, dtype_, args.in(ep_.has_bias ? 3 : 2), g_.oh, g_.ow, cm());
     ParallelFor(g_.n * g_.oh, 2 * g_.ow * g_.kh * g_.kw * cm(), [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
         const int64_t n = r / g_.oh, oh = r % g_.oh;
@@ -58,6 +67,9 @@ class DepthwiseKernel : public Kernel {
             for (int64_t c = 0; c < g_.c; ++c)
               for (int64_t k = 0; k < m_; ++k) o[c * m_ + k] += xp[c] * fp[c * m_ + k];
           });
+          if (!ep_.empty())
+            ep_.ApplyRun(o, bias ? bias->data() : nullptr,
+                         residual ? residual->data() + (r * g_.ow + ow) * cm() : nullptr, cm());
         }
       }
     });
@@ -120,10 +132,14 @@ class DepthwiseKernel : public Kernel {
   Window2D g_;
   int64_t m_;
   int dtype_;
+  Epilogue ep_;
 };
 
-Status MakeDepthwise(const KernelDef& def, Kind kind, std::unique_ptr<Kernel>* out) {
-  NPU_RETURN_IF_ERROR(CheckArity(def, 2, 1));
+// `fused`: NpuFusedDepthwiseConv2D, the forward pass with the epilogue attributes and inputs.
+Status MakeDepthwise(const KernelDef& def, Kind kind, std::unique_ptr<Kernel>* out, bool fused = false) {
+  Epilogue ep;
+  if (fused) NPU_RETURN_IF_ERROR(ParseEpilogue(def.attrs, &ep));
+  NPU_RETURN_IF_ERROR(CheckArity(def, 2 + ep.extra_inputs(), 1));
   NPU_RETURN_IF_ERROR(CheckFloatStorage(def));
   Dims input, filter, output;
   if (kind == Kind::kForward) {
@@ -144,12 +160,16 @@ Status MakeDepthwise(const KernelDef& def, Kind kind, std::unique_ptr<Kernel>* o
     return Error("filter ", ShapeString(filter), " has ", filter[2], " channels; the input has ", g.c);
   NPU_RETURN_IF_ERROR(CheckShape(kind == Kind::kForward ? "output" : "out_backprop", output,
                                  g.OutputShape(g.c * filter[3])));
-  *out = std::make_unique<DepthwiseKernel>(kind, g, filter[3], def.outputs[0].dtype);
+  if (fused) NPU_RETURN_IF_ERROR(CheckEpilogueInputs(def, ep, 2, g.c * filter[3]));
+  *out = std::make_unique<DepthwiseKernel>(kind, g, filter[3], def.outputs[0].dtype, ep);
   return Status::Ok();
 }
 
 NPU_REGISTER_KERNEL("DepthwiseConv2dNative", [](const KernelDef& d, std::unique_ptr<Kernel>* k) {
   return MakeDepthwise(d, Kind::kForward, k);
+});
+NPU_REGISTER_KERNEL("NpuFusedDepthwiseConv2D", [](const KernelDef& d, std::unique_ptr<Kernel>* k) {
+  return MakeDepthwise(d, Kind::kForward, k, true);
 });
 NPU_REGISTER_KERNEL("DepthwiseConv2dNativeBackpropInput", [](const KernelDef& d, std::unique_ptr<Kernel>* k) {
   return MakeDepthwise(d, Kind::kBackpropInput, k);

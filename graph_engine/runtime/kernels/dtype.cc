@@ -21,7 +21,7 @@ constexpr DTypeInfo kDTypes[] = {
     {kFloat, 4, "float32"}, {kDouble, 8, "float64"}, {kInt32, 4, "int32"},
     {kUInt8, 1, "uint8"},   {kInt16, 2, "int16"},    {kInt8, 1, "int8"},
     {kInt64, 8, "int64"},   {kBool, 1, "bool"},      {kBFloat16, 2, "bfloat16"},
-    {kHalf, 2, "float16"},
+    {kHalf, 2, "float16"},  {kUInt64, 8, "uint64"},
 };
 
 const DTypeInfo* Find(int dtype) {
@@ -115,7 +115,7 @@ bool IsFloating(int dtype) {
 }
 bool IsInteger(int dtype) {
   return dtype == kInt32 || dtype == kInt64 || dtype == kInt16 || dtype == kInt8 ||
-         dtype == kUInt8;
+         dtype == kUInt8 || dtype == kUInt64;
 }
 
 ComputeType ComputeTypeOf(int dtype) {
@@ -142,6 +142,7 @@ void Load(int dtype, const void* src, int64_t n, T* dst) {
     case kInt16: return ConvertLoop<int16_t>(src, n, dst);
     case kInt8: return ConvertLoop<int8_t>(src, n, dst);
     case kUInt8: return ConvertLoop<uint8_t>(src, n, dst);
+    case kUInt64: return ConvertLoop<uint64_t>(src, n, dst);
     case kBool: {
       const uint8_t* s = static_cast<const uint8_t*>(src);
       for (int64_t i = 0; i < n; ++i) dst[i] = T(s[i] != 0);
@@ -171,6 +172,7 @@ void Store(int dtype, const T* src, int64_t n, void* dst) {
     case kInt16: return StoreLoop<T, int16_t>(src, n, dst);
     case kInt8: return StoreLoop<T, int8_t>(src, n, dst);
     case kUInt8: return StoreLoop<T, uint8_t>(src, n, dst);
+    case kUInt64: return StoreLoop<T, uint64_t>(src, n, dst);
     case kBool: {
       uint8_t* d = static_cast<uint8_t*>(dst);
       for (int64_t i = 0; i < n; ++i) d[i] = src[i] != T(0);

@@ -1,6 +1,6 @@
 // Element types of NPU values (TF DataType enum values) and conversions between their
 // storage and the types kernels compute in: float for float32/float16/bfloat16, double for
-// float64, int64 for integers and bool. Keeping to three compute types keeps the number of
+// float64, int64 for integers and bool (uint64 wraps into int64 and back bit for bit). Keeping to three compute types keeps the number of
 // template instantiations (and the build time) small.
 #ifndef NPU_KERNELS_DTYPE_H_
 #define NPU_KERNELS_DTYPE_H_
@@ -14,6 +14,7 @@ namespace kernels {
 enum DType : int {
   kFloat = 1, kDouble = 2, kInt32 = 3, kUInt8 = 4, kInt16 = 5, kInt8 = 6,
   kInt64 = 9, kBool = 10, kBFloat16 = 14, kHalf = 19,
+  kUInt64 = 23,   // the key/counter of TF's stateless random ops
 };
 
 bool IsSupportedDType(int dtype);

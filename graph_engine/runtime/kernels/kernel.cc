@@ -1,6 +1,8 @@
 #include "kernels/kernel.h"
 
 #include <algorithm>
+
+#include "kernels/format.h"
 #include <mutex>
 #include <unordered_map>
 
@@ -24,13 +26,41 @@ Status WrongType(const std::string& name, const AttrValue& v, const char* want) 
   return Error("attribute '", name, "' is a ", TypeName(v.type), "; expected ", want);
 }
 
+// Kernels for ND values (RegisterKernel) and for values in padded NPU formats
+// (RegisterFormatKernel) share a name; FindKernel returns a dispatcher that picks one by the
+// node's formats, so the executor needs to know nothing about formats.
 struct Registry {
   std::mutex mu;
-  std::unordered_map<std::string, KernelFactory> factories;
+  std::unordered_map<std::string, KernelFactory> nd, formatted, dispatch;
 };
 Registry& GetRegistry() {
   static Registry* r = new Registry();
   return *r;
+}
+
+const KernelFactory* Find(const std::unordered_map<std::string, KernelFactory>& table,
+                          const std::string& name) {
+  Registry& r = GetRegistry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  auto it = table.find(name);
+  return it == table.end() ? nullptr : &it->second;   // entries are never removed
+}
+
+// Called with r.mu held.
+void EnsureDispatcher(Registry& r, const std::string& name) {
+  if (r.dispatch.count(name)) return;
+  r.dispatch[name] = [name](const KernelDef& def, std::unique_ptr<Kernel>* out) -> Status {
+    Registry& reg = GetRegistry();
+    if (HasPaddedFormat(def)) {
+      const KernelFactory* f = Find(reg.formatted, name);
+      if (f == nullptr) return CheckNdLayouts(def);   // the error naming the format
+      return (*f)(def, out);
+    }
+    const KernelFactory* f = Find(reg.nd, name);
+    if (f == nullptr)
+      return Error("has no kernel for ND values; it reads or writes NC1HWC0/FRACTAL_Z only");
+    return (*f)(def, out);
+  };
 }
 
 }  // namespace
@@ -111,21 +141,25 @@ Status Attrs::IntList(const std::string& name, const std::vector<int64_t>& dflt,
 void RegisterKernel(const std::string& name, KernelFactory factory) {
   Registry& r = GetRegistry();
   std::lock_guard<std::mutex> lock(r.mu);
-  r.factories[name] = std::move(factory);
+  r.nd[name] = std::move(factory);
+  EnsureDispatcher(r, name);
 }
 
-const KernelFactory* FindKernel(const std::string& name) {
+void RegisterFormatKernel(const std::string& name, KernelFactory factory) {
   Registry& r = GetRegistry();
   std::lock_guard<std::mutex> lock(r.mu);
-  auto it = r.factories.find(name);
-  return it == r.factories.end() ? nullptr : &it->second;   // entries are never removed
+  r.formatted[name] = std::move(factory);
+  EnsureDispatcher(r, name);
 }
+
+const KernelFactory* FindKernel(const std::string& name) { return Find(GetRegistry().dispatch, name); }
+const KernelFactory* FindNdKernel(const std::string& name) { return Find(GetRegistry().nd, name); }
 
 std::vector<std::string> RegisteredKernels() {
   Registry& r = GetRegistry();
   std::lock_guard<std::mutex> lock(r.mu);
   std::vector<std::string> names;
-  for (const auto& kv : r.factories) names.push_back(kv.first);
+  for (const auto& kv : r.dispatch) names.push_back(kv.first);
   std::sort(names.begin(), names.end());
   return names;
 }
@@ -140,7 +174,10 @@ Status CheckArity(const KernelDef& def, int n_in, int n_out) {
 
 Status CheckNdLayouts(const KernelDef& def) {
   // Formats 0-2 (ND, NCHW, NHWC) only name the logical layout; 3-5 are padded NPU layouts
-  // that only TransData reads or writes.
+  // that only kernels registered with RegisterFormatKernel read or write (they check the
+  // formats themselves).
+  if (HasPaddedFormat(def) && Find(GetRegistry().formatted, def.kernel) != nullptr)
+    return Status::Ok();
   auto check = [](const std::vector<TensorDesc>& descs, const char* what) -> Status {
     for (size_t i = 0; i < descs.size(); ++i)
       if (descs[i].format > 2)

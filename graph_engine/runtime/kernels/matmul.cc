@@ -1,7 +1,9 @@
 // MatMul and BatchMatMul{,V2,V3}: float32 GEMM on float32/float16/bfloat16 storage, and an
-// exact (wrapping) int64 product for int32/int64.
+// exact (wrapping) int64 product for int32/int64. NpuFusedMatMul / NpuFusedBatchMatMul add an
+// epilogue (bias, residual, activation; epilogue.h) to each block of rows right after its GEMM.
 #include <array>
 
+#include "kernels/epilogue.h"
 #include "kernels/float_io.h"
 #include "kernels/gemm.h"
 #include "kernels/shape.h"
@@ -9,6 +11,8 @@
 namespace npu {
 namespace kernels {
 namespace {
+
+constexpr int64_t kRowBlock = 64;   // rows of C per epilogue block: stays in cache
 
 struct MatMulShape {
   int64_t m, n, k;
@@ -48,8 +52,8 @@ class MatMulKernel : public Kernel {
  public:
   // `batches` holds, per output matrix, the matrix offsets of (out, a, b).
   MatMulKernel(MatMulShape s, std::vector<std::array<int64_t, 3>> batches, int64_t a_size,
-               int64_t b_size, int dtype)
-      : s_(s), batches_(std::move(batches)), a_size_(a_size), b_size_(b_size), dtype_(dtype) {}
+               int64_t b_size, int dtype, Epilogue ep)
+      : s_(s), batches_(std::move(batches)), a_size_(a_size), b_size_(b_size), dtype_(dtype), ep_(ep) {}
 
   Status Compute(const KernelArgs& args) const override {
     if (!IsFloatStorage(dtype_)) {
@@ -58,14 +62,38 @@ class MatMulKernel : public Kernel {
     }
     const int64_t mn = s_.m * s_.n, mk = s_.m * s_.k, kn = s_.k * s_.n;
     FloatIn a(dtype_, args.in(0), a_size_), b(dtype_, args.in(1), b_size_);
-    FloatOut c(dtype_, args.out(0), mn * static_cast<int64_t>(batches_.size()));
-    ParallelFor(batches_.size(), 2 * mn * s_.k, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) {
-        const auto& off = batches_[i];
+    const int64_t total = mn * static_cast<int64_t>(batches_.size());
+    FloatOut c(dtype_, args.out(0), total);
+    std::unique_ptr<FloatIn> bias, residual;
+    if (ep_.has_bias) bias = std::make_unique<FloatIn>(dtype_, args.in(2), s_.n);
+    if (ep_.has_residual) residual = std::make_unique<FloatIn>(dtype_, args.in(ep_.has_bias ? 3 : 2), total);
+    // Output rows [r0, r1) of all matrices (row r starts at element r * n) are final.
+    auto epilogue = [&](int64_t r0, int64_t r1) {
+      ep_.ApplyRows(c.data() + r0 * s_.n, bias ? bias->data() : nullptr,
+                    residual ? residual->data() + r0 * s_.n : nullptr, r1 - r0, s_.n);
+    };
+    // Work units: blocks of rows of one product (rows of op(A) are contiguous unless trans_a),
+    // each finished by the epilogue while in cache. Too few units for the threads: one GEMM
+    // per product, parallel inside, then the epilogue in parallel over rows.
+    const int64_t rows = ep_.empty() || s_.trans_a ? std::max<int64_t>(s_.m, 1) : kRowBlock;
+    const int64_t row_blocks = (s_.m + rows - 1) / rows;
+    const int64_t units = static_cast<int64_t>(batches_.size()) * row_blocks;
+    if (units >= NumThreads() || ep_.empty()) {
+      ParallelFor(units, 2 * rows * s_.n * s_.k, [&](int64_t begin, int64_t end) {
+        for (int64_t u = begin; u < end; ++u) {
+          const auto& off = batches_[u / row_blocks];
+          const int64_t r0 = u % row_blocks * rows, r1 = std::min(s_.m, r0 + rows);
+          Gemm(r1 - r0, s_.n, s_.k, a.data() + off[1] * mk + r0 * s_.k, s_.trans_a,
+               b.data() + off[2] * kn, s_.trans_b, c.data() + off[0] * mn + r0 * s_.n);
+          epilogue(off[0] * s_.m + r0, off[0] * s_.m + r1);
+        }
+      });
+    } else {
+      for (const auto& off : batches_)
         Gemm(s_.m, s_.n, s_.k, a.data() + off[1] * mk, s_.trans_a, b.data() + off[2] * kn,
              s_.trans_b, c.data() + off[0] * mn);
-      }
-    });
+      ParallelFor(total / std::max<int64_t>(s_.n, 1), 8 * s_.n, epilogue);
+    }
     c.Finish();
     return Status::Ok();
   }
@@ -87,18 +115,24 @@ class MatMulKernel : public Kernel {
   std::vector<std::array<int64_t, 3>> batches_;
   int64_t a_size_, b_size_;
   int dtype_;
+  Epilogue ep_;
 };
 
-Status MakeMatMul(const KernelDef& def, bool batched, bool broadcast, std::unique_ptr<Kernel>* out) {
-  NPU_RETURN_IF_ERROR(CheckArity(def, 2, 1));
+// `fused`: NpuFusedMatMul / NpuFusedBatchMatMul (float only), with the epilogue attributes
+// and inputs.
+Status MakeMatMul(const KernelDef& def, bool batched, bool broadcast, std::unique_ptr<Kernel>* out,
+                  bool fused = false) {
+  Epilogue ep;
+  if (fused) NPU_RETURN_IF_ERROR(ParseEpilogue(def.attrs, &ep));
+  NPU_RETURN_IF_ERROR(CheckArity(def, 2 + ep.extra_inputs(), 1));
   const int dtype = def.outputs[0].dtype;
-  if (dtype == kInt32 || dtype == kInt64) {
+  if ((dtype == kInt32 || dtype == kInt64) && !fused) {
     if (def.inputs[0].dtype != dtype || def.inputs[1].dtype != dtype)
       return Error("inputs are ", DTypeName(def.inputs[0].dtype), " and ", DTypeName(def.inputs[1].dtype),
                    "; expected the output dtype ", DTypeName(dtype));
   } else {
     Status st = CheckFloatStorage(def);
-    if (!st.ok()) return Error(st.message, ", int32, int64");
+    if (!st.ok()) return fused ? st : Error(st.message, ", int32, int64");
   }
   const Dims &a = def.inputs[0].dims, &b = def.inputs[1].dims, &o = def.outputs[0].dims;
   bool ta, tb;
@@ -131,13 +165,20 @@ Status MakeMatMul(const KernelDef& def, bool batched, bool broadcast, std::uniqu
       batches.push_back({off[0] + i * plan.inner_stride(0), off[1] + i * plan.inner_stride(1),
                          off[2] + i * plan.inner_stride(2)});
   });
+  if (fused) NPU_RETURN_IF_ERROR(CheckEpilogueInputs(def, ep, 2, s.n));
   *out = std::make_unique<MatMulKernel>(s, std::move(batches), NumElements(a), NumElements(b),
-                                        def.outputs[0].dtype);
+                                        def.outputs[0].dtype, ep);
   return Status::Ok();
 }
 
 NPU_REGISTER_KERNEL("MatMul", [](const KernelDef& d, std::unique_ptr<Kernel>* k) {
   return MakeMatMul(d, false, false, k);
+});
+NPU_REGISTER_KERNEL("NpuFusedMatMul", [](const KernelDef& d, std::unique_ptr<Kernel>* k) {
+  return MakeMatMul(d, false, false, k, true);
+});
+NPU_REGISTER_KERNEL("NpuFusedBatchMatMul", [](const KernelDef& d, std::unique_ptr<Kernel>* k) {
+  return MakeMatMul(d, true, true, k, true);
 });
 NPU_REGISTER_KERNEL("BatchMatMul", [](const KernelDef& d, std::unique_ptr<Kernel>* k) {
   return MakeMatMul(d, true, false, k);

@@ -1,4 +1,4 @@
-// MaxPool/AvgPool and their gradients, in float32 over either data layout.
+// MaxPool/AvgPool, their gradients and MaxPoolGradGrad, in float32 over either data layout.
 //
 // Work is split by (image, channel block): each unit reads and writes only its own channels,
 // so the gradients' scatter needs no synchronisation.
@@ -11,7 +11,7 @@ namespace npu {
 namespace kernels {
 namespace {
 
-enum class PoolKind { kMax, kAvg, kMaxGrad, kAvgGrad };
+enum class PoolKind { kMax, kAvg, kMaxGrad, kAvgGrad, kMaxGradGrad };
 
 class PoolKernel : public Kernel {
  public:
@@ -23,11 +23,13 @@ class PoolKernel : public Kernel {
 
   Status Compute(const KernelArgs& args) const override {
     const int64_t in_size = g_.n * g_.h * g_.w * g_.c, out_size = g_.n * g_.oh * g_.ow * g_.c;
-    const bool forward = kind_ == PoolKind::kMax || kind_ == PoolKind::kAvg;
     // Forward: x -> y. MaxPoolGrad: (x, y, dy) -> dx. AvgPoolGrad: dy -> dx.
-    const int grad_input = kind_ == PoolKind::kMaxGrad ? 2 : 0;
+    // MaxPoolGradGrad: (x, y, ddx) -> ddy (ddx shaped like x, ddy like y).
+    const bool forward = kind_ != PoolKind::kMaxGrad && kind_ != PoolKind::kAvgGrad;
+    const bool three_inputs = kind_ == PoolKind::kMaxGrad || kind_ == PoolKind::kMaxGradGrad;
     FloatIn x(dtype_, args.in(0), kind_ == PoolKind::kAvgGrad ? out_size : in_size);
-    FloatIn dy(dtype_, args.in(grad_input), kind_ == PoolKind::kMaxGrad ? out_size : 0);
+    FloatIn dy(dtype_, args.in(three_inputs ? 2 : 0),
+               kind_ == PoolKind::kMaxGrad ? out_size : kind_ == PoolKind::kMaxGradGrad ? in_size : 0);
     FloatOut out(dtype_, args.out(0), forward ? out_size : in_size);
     const int64_t blocks = (g_.c + block_ - 1) / block_;
     ParallelFor(g_.n * blocks, g_.oh * g_.ow * g_.kh * g_.kw * block_, [&](int64_t u0, int64_t u1) {
@@ -38,6 +40,7 @@ class PoolKernel : public Kernel {
           case PoolKind::kAvg: Avg(x.data(), out.data(), n, c0, c1); break;
           case PoolKind::kMaxGrad: MaxGrad(x.data(), dy.data(), out.data(), n, c0, c1); break;
           case PoolKind::kAvgGrad: AvgGrad(x.data(), out.data(), n, c0, c1); break;
+          case PoolKind::kMaxGradGrad: MaxGradGrad(x.data(), dy.data(), out.data(), n, c0, c1); break;
         }
       }
     });
@@ -96,25 +99,43 @@ class PoolKernel : public Kernel {
         for (int64_t c = c0; c < c1; ++c) dx[n * in_[0] + ih * in_[1] + iw * in_[2] + c * in_[3]] = 0;
   }
 
-  // The gradient goes to the first maximum in scan order (a strictly greater value wins).
+  // Per channel of [c0, c1), the element offset of the first maximum of the window of output
+  // pixel (oh, ow) in scan order (a strictly greater value wins); -1 for an empty window.
+  void WindowArgMax(const float* x, int64_t n, int64_t oh, int64_t ow, int64_t c0, int64_t c1,
+                    int64_t* arg) const {
+    float best[64];
+    std::fill(arg, arg + (c1 - c0), -1);
+    ForWindow(n, oh, ow, [&](int64_t at) {
+      for (int64_t c = c0; c < c1; ++c) {
+        const float v = x[at + c * in_[3]];
+        if (arg[c - c0] < 0 || v > best[c - c0]) {
+          best[c - c0] = v;
+          arg[c - c0] = at + c * in_[3];
+        }
+      }
+    });
+  }
+
+  // The gradient goes to the first maximum of each window.
   void MaxGrad(const float* x, const float* dy, float* dx, int64_t n, int64_t c0, int64_t c1) const {
     ZeroInput(dx, n, c0, c1);
-    float best[64];
     int64_t arg[64];
     for (int64_t oh = 0; oh < g_.oh; ++oh)
       for (int64_t ow = 0; ow < g_.ow; ++ow) {
-        std::fill(arg, arg + (c1 - c0), -1);
-        ForWindow(n, oh, ow, [&](int64_t at) {
-          for (int64_t c = c0; c < c1; ++c) {
-            const float v = x[at + c * in_[3]];
-            if (arg[c - c0] < 0 || v > best[c - c0]) {
-              best[c - c0] = v;
-              arg[c - c0] = at + c * in_[3];
-            }
-          }
-        });
+        WindowArgMax(x, n, oh, ow, c0, c1, arg);
         for (int64_t c = c0; c < c1; ++c)
           if (arg[c - c0] >= 0) dx[arg[c - c0]] += dy[OutAt(n, oh, ow) + c * out_[3]];
+      }
+  }
+
+  // Each output position takes ddx at its window's first maximum (MaxGrad's choice).
+  void MaxGradGrad(const float* x, const float* ddx, float* ddy, int64_t n, int64_t c0, int64_t c1) const {
+    int64_t arg[64];
+    for (int64_t oh = 0; oh < g_.oh; ++oh)
+      for (int64_t ow = 0; ow < g_.ow; ++ow) {
+        WindowArgMax(x, n, oh, ow, c0, c1, arg);
+        for (int64_t c = c0; c < c1; ++c)
+          ddy[OutAt(n, oh, ow) + c * out_[3]] = arg[c - c0] >= 0 ? ddx[arg[c - c0]] : 0.0f;
       }
   }
 
@@ -136,7 +157,7 @@ class PoolKernel : public Kernel {
 };
 
 Status MakePool(const KernelDef& def, PoolKind kind, std::unique_ptr<Kernel>* out) {
-  const int n_in = kind == PoolKind::kMaxGrad ? 3 : 1;
+  const int n_in = kind == PoolKind::kMaxGrad || kind == PoolKind::kMaxGradGrad ? 3 : 1;
   NPU_RETURN_IF_ERROR(CheckArity(def, n_in, 1));
   NPU_RETURN_IF_ERROR(CheckFloatStorage(def));
   int64_t kh, kw;
@@ -155,6 +176,11 @@ Status MakePool(const KernelDef& def, PoolKind kind, std::unique_ptr<Kernel>* ou
       NPU_RETURN_IF_ERROR(CheckShape("orig_output", def.inputs[1].dims, pooled));
       NPU_RETURN_IF_ERROR(CheckShape("grad", def.inputs[2].dims, pooled));
       NPU_RETURN_IF_ERROR(CheckShape("output", def.outputs[0].dims, input));
+      break;
+    case PoolKind::kMaxGradGrad:
+      NPU_RETURN_IF_ERROR(CheckShape("orig_output", def.inputs[1].dims, pooled));
+      NPU_RETURN_IF_ERROR(CheckShape("grad", def.inputs[2].dims, input));
+      NPU_RETURN_IF_ERROR(CheckShape("output", def.outputs[0].dims, pooled));
       break;
     case PoolKind::kAvgGrad:
       NPU_RETURN_IF_ERROR(CheckShape("grad", def.inputs[0].dims, pooled));
@@ -176,6 +202,7 @@ NPU_REGISTER_KERNEL("AvgPool", MakePoolOf<PoolKind::kAvg>);
 NPU_REGISTER_KERNEL("MaxPoolGrad", MakePoolOf<PoolKind::kMaxGrad>);
 NPU_REGISTER_KERNEL("MaxPoolGradV2", MakePoolOf<PoolKind::kMaxGrad>);
 NPU_REGISTER_KERNEL("AvgPoolGrad", MakePoolOf<PoolKind::kAvgGrad>);
+NPU_REGISTER_KERNEL("MaxPoolGradGrad", MakePoolOf<PoolKind::kMaxGradGrad>);
 
 }  // namespace
 }  // namespace kernels

@@ -1,13 +1,63 @@
 #include "sim/memory_pool.h"
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "sim/errors.h"
+#include "sim/runtime.h"
 
 namespace npurt_sim {
+namespace {
+
+// A cached block serves a request of at most this much less than it holds (a quarter).
+bool GoodFit(uint64_t capacity, uint64_t size) { return capacity >= size && capacity - size <= size / 4; }
+
+// Bytes the cache may hold beyond what is live: freed memory of a step is reused by the next,
+// but an idle process does not keep more than this.
+constexpr uint64_t kCacheFloor = 256ull << 20;
+
+}  // namespace
+
+Fence QueuedWork() {
+  Fence fence;
+  uint32_t count = 0;
+  if (npurtGetDeviceCount(&count) != NPURT_SUCCESS) return fence;
+  for (uint32_t id = 0; id < count; ++id) {  // any device's stream may copy from any block
+    npurtError err;
+    Device* device = GetDevice(static_cast<int32_t>(id), &err);
+    if (device == nullptr) continue;
+    std::lock_guard<std::mutex> lock(device->streams_mu);
+    for (const auto& ref : device->streams) {
+      const uint64_t submitted = ref.progress->submitted.load(std::memory_order_acquire);
+      if (ref.progress->finished.load(std::memory_order_acquire) < submitted)
+        fence.emplace_back(ref.progress, submitted);
+    }
+  }
+  return fence;
+}
+
+bool Passed(const Fence& fence) {
+  for (const auto& [progress, ticket] : fence)
+    if (progress->finished.load(std::memory_order_acquire) < ticket) return false;
+  return true;
+}
 
 MemoryPool::~MemoryPool() {
   for (const auto& block : blocks_) std::free(reinterpret_cast<void*>(block.first));
+  for (const Cached& c : cache_) std::free(c.block);
+}
+
+std::vector<void*> MemoryPool::TrimLocked(uint64_t need) {
+  std::vector<void*> dropped;
+  const uint64_t budget = std::max(kCacheFloor, in_use_);
+  size_t n = 0;
+  while (n < cache_.size() && (in_use_ + cached_ + need > capacity_ || cached_ > budget)) {
+    cached_ -= cache_[n].capacity;
+    dropped.push_back(cache_[n].block);
+    ++n;
+  }
+  cache_.erase(cache_.begin(), cache_.begin() + n);
+  return dropped;
 }
 
 npurtError MemoryPool::Allocate(uint64_t size, void** ptr) {
@@ -15,7 +65,7 @@ npurtError MemoryPool::Allocate(uint64_t size, void** ptr) {
   *ptr = nullptr;
   if (size == 0) return NPURT_SUCCESS;  // like malloc(0): nothing to account, free(nullptr) is ok
   const uint64_t align = NPURT_MEMORY_ALIGNMENT;
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   const uint64_t free_bytes = capacity_ - in_use_;
   // size <= free_bytes <= capacity (at most 1 TiB) keeps the rounding from overflowing.
   const uint64_t rounded = size > free_bytes ? 0 : (size + align - 1) / align * align;
@@ -25,14 +75,46 @@ npurtError MemoryPool::Allocate(uint64_t size, void** ptr) {
                        (unsigned long long)size, (unsigned long long)free_bytes,
                        (unsigned long long)capacity_));
   }
-  void* block = std::aligned_alloc(align, rounded);
-  if (block == nullptr) {
-    return Fail(NPURT_ERROR_OUT_OF_MEMORY,
-                Format("NPU:%d out of memory: the host could not provide %llu bytes (the "
-                       "simulated NPU's memory lives in host RAM)",
-                       device_, (unsigned long long)rounded));
+  // Best fit among the cached blocks whose queued work has run.
+  size_t best = cache_.size();
+  for (size_t i = 0; i < cache_.size(); ++i) {
+    const Cached& c = cache_[i];
+    if (GoodFit(c.capacity, rounded) && (best == cache_.size() || c.capacity < cache_[best].capacity) &&
+        Passed(c.fence))
+      best = i;
   }
-  blocks_.emplace(reinterpret_cast<uintptr_t>(block), rounded);
+  void* block = nullptr;
+  uint64_t capacity = rounded;
+  if (best != cache_.size()) {
+    block = cache_[best].block;
+    capacity = cache_[best].capacity;
+    cached_ -= capacity;
+    cache_.erase(cache_.begin() + best);
+  } else {
+    std::vector<void*> dropped = TrimLocked(rounded);
+    block = std::aligned_alloc(align, rounded);
+    if (block == nullptr) {  // the host is short: give back every cached block and retry
+      for (const Cached& c : cache_) dropped.push_back(c.block);
+      cache_.clear();
+      cached_ = 0;
+    }
+    lock.unlock();
+    for (void* b : dropped) release_(b);
+    if (block == nullptr) block = std::aligned_alloc(align, rounded);
+    if (block == nullptr) {
+      return Fail(NPURT_ERROR_OUT_OF_MEMORY,
+                  Format("NPU:%d out of memory: the host could not provide %llu bytes (the "
+                         "simulated NPU's memory lives in host RAM)",
+                         device_, (unsigned long long)rounded));
+    }
+    lock.lock();
+    if (rounded > capacity_ - in_use_) {  // another thread took the room meanwhile
+      lock.unlock();
+      std::free(block);
+      return Allocate(size, ptr);
+    }
+  }
+  blocks_.emplace(reinterpret_cast<uintptr_t>(block), Live{rounded, capacity});
   in_use_ += rounded;
   if (in_use_ > peak_) peak_ = in_use_;
   ++total_allocs_;
@@ -42,6 +124,8 @@ npurtError MemoryPool::Allocate(uint64_t size, void** ptr) {
 
 npurtError MemoryPool::Free(void* ptr) {
   if (ptr == nullptr) return NPURT_SUCCESS;
+  Fence fence = QueuedWork();  // before taking mu_: it locks the devices' stream lists
+  std::vector<void*> dropped;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = blocks_.find(reinterpret_cast<uintptr_t>(ptr));
@@ -50,10 +134,13 @@ npurtError MemoryPool::Free(void* ptr) {
                   Format("NPU:%d: npurtFree(%p): not the start of a live allocation of this "
                          "device", device_, ptr));
     }
-    in_use_ -= it->second;
+    in_use_ -= it->second.size;
+    cache_.push_back({ptr, it->second.capacity, std::move(fence)});
+    cached_ += it->second.capacity;
     blocks_.erase(it);
+    dropped = TrimLocked(0);
   }
-  release_(ptr);
+  for (void* b : dropped) release_(b);
   return NPURT_SUCCESS;
 }
 
@@ -64,17 +151,22 @@ bool MemoryPool::Contains(const void* ptr, uint64_t size) const {
   if (it == blocks_.begin()) return false;
   --it;
   const uint64_t offset = start - it->first;
-  return offset <= it->second && size <= it->second - offset;
+  return offset <= it->second.size && size <= it->second.size - offset;
 }
 
 npurtMemStats MemoryPool::Stats() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return {in_use_, peak_, capacity_, blocks_.size(), total_allocs_};
+  return {in_use_, peak_, capacity_, blocks_.size(), total_allocs_, cached_};
 }
 
 void MemoryPool::ResetPeak() {
   std::lock_guard<std::mutex> lock(mu_);
   peak_ = in_use_;
+}
+
+uint64_t MemoryPool::CachedBytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return cached_;
 }
 
 }  // namespace npurt_sim

@@ -28,7 +28,7 @@ struct Runtime {
   // of tasks that stream must have finished).
   struct PendingRelease {
     void* block;
-    std::vector<std::pair<std::shared_ptr<StreamProgress>, uint64_t>> waits;
+    Fence waits;
   };
   std::mutex release_mu;
   std::vector<PendingRelease> pending_releases;
@@ -117,14 +117,8 @@ void ReclaimReleased() {
   {
     std::lock_guard<std::mutex> lock(rt.release_mu);
     auto& pending = rt.pending_releases;
-    auto passed = [](const Runtime::PendingRelease& p) {
-      for (const auto& [progress, ticket] : p.waits) {
-        if (progress->finished.load(std::memory_order_acquire) < ticket) return false;
-      }
-      return true;
-    };
     auto keep = std::partition(pending.begin(), pending.end(),
-                               [&](const auto& p) { return !passed(p); });
+                               [](const auto& p) { return !Passed(p.waits); });
     for (auto it = keep; it != pending.end(); ++it) ready.push_back(it->block);
     pending.erase(keep, pending.end());
   }
@@ -135,16 +129,7 @@ void ReclaimReleased() {
 
 void ReleaseBlock(void* block) {
   Runtime& rt = State();
-  Runtime::PendingRelease release{block, {}};
-  for (const auto& device : rt.devices) {  // any device's stream may copy from any block
-    std::lock_guard<std::mutex> lock(device->streams_mu);
-    for (const auto& ref : device->streams) {
-      const uint64_t submitted = ref.progress->submitted.load(std::memory_order_acquire);
-      if (ref.progress->finished.load(std::memory_order_acquire) < submitted) {
-        release.waits.emplace_back(ref.progress, submitted);
-      }
-    }
-  }
+  Runtime::PendingRelease release{block, QueuedWork()};
   if (release.waits.empty()) {
     std::free(block);
   } else {

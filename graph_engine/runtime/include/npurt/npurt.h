@@ -54,6 +54,7 @@ typedef struct {
   uint64_t limit;         // pool capacity
   uint64_t num_allocs;    // live allocations
   uint64_t total_allocs;  // allocations ever made
+  uint64_t cached_bytes;  // freed host memory kept for reuse (not counted in in_use)
 } npurtMemStats;
 
 typedef struct {

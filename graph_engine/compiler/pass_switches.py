@@ -1,0 +1,82 @@
+"""Per-pass switches: the `fusion_switch_file` compile option (in the spirit of Ascend's
+fusion_switch_file). A JSON object maps pass names to "on"/"off"; the key "ALL" sets every
+optional pass at once and named entries override it:
+
+    {"ALL": "off", "eliminate_common_subexpressions": "on"}
+
+Ascend's nesting {"Switch": {"GraphFusion": {...}, "UBFusion": {...}}} is accepted too and
+flattened. The switchable passes are those in pipeline.PASSES minus pipeline.REQUIRED, so passes
+added to the pipeline later are switchable without changes here.
+"""
+import json
+import os
+
+ALL = "ALL"
+VALUES = ("on", "off")
+ASCEND_GROUPS = ("GraphFusion", "UBFusion")
+
+
+def switchable():
+    from graph_engine.compiler import pipeline     # lazy: pipeline imports every pass
+    return pipeline.switchable()
+
+
+def _read(value):
+    """(where, parsed JSON) for a path, JSON text or an already parsed dict."""
+    if isinstance(value, dict):
+        return "the switch dict", value
+    if not isinstance(value, (str, os.PathLike)) or not str(value).strip():
+        raise ValueError(f"{value!r} is not a path of a JSON file")
+    text = str(value).strip()
+    where = "JSON text"
+    if not text.startswith(("{", "[")):
+        where = f"file {text!r}"
+        try:
+            with open(os.path.expanduser(text)) as f:
+                text = f.read()
+        except OSError as e:
+            raise ValueError(f"cannot read {where}: {e.strerror or e}") from None
+    try:
+        return where, json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{where} is not valid JSON ({e})") from None
+
+
+def _flatten(where, obj):
+    if not isinstance(obj, dict):
+        raise ValueError(f"{where}: the top level must be a JSON object, got "
+                         f"{type(obj).__name__}")
+    if "Switch" not in obj:
+        return obj
+    flat = {k: v for k, v in obj.items() if k != "Switch"}
+    groups = obj["Switch"]
+    if not isinstance(groups, dict) or not all(isinstance(g, dict) for g in groups.values()):
+        raise ValueError(f"{where}: \"Switch\" must map {' / '.join(ASCEND_GROUPS)} to objects")
+    for group in groups.values():
+        flat.update(group)
+    return flat
+
+
+def load(value):
+    """The normalised switches {name: "on"|"off"} from a path, JSON text or dict; ValueError
+    naming the source, the problem and the allowed names/values."""
+    where, obj = _read(value)
+    names = switchable()
+    result = {}
+    for name, state in _flatten(where, obj).items():
+        if name != ALL and name not in names:
+            from graph_engine.compiler import pipeline
+            why = "is required and cannot be switched off" if name in pipeline.REQUIRED \
+                else "is not a pass"
+            raise ValueError(f"{where}: {name!r} {why}; switchable names: "
+                             f"{', '.join([ALL] + sorted(names))}")
+        if not isinstance(state, str) or state.strip().lower() not in VALUES:
+            raise ValueError(f"{where}: value {state!r} for {name!r} is not allowed; values: "
+                             f"{', '.join(VALUES)}")
+        result[name] = state.strip().lower()
+    return dict(sorted(result.items()))
+
+
+def enabled(name, switches):
+    """Whether optional pass `name` runs under the normalised `switches`."""
+    return switches.get(name, switches.get(ALL, "on")) == "on"

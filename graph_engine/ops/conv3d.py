@@ -1,0 +1,93 @@
+"""3-D convolution (Keras Conv3D) and its gradients: NDHWC or NCDHW inputs, DHWIO filters.
+Kernel: runtime/kernels/conv3d.cc.
+
+As for 2-D, the references compute channels-last and walk the window tap by tap
+(spatial3d.py): each (kd, kh, kw) is a strided view of the padded input and one matmul with
+that tap's [in, out] filter slice.
+"""
+import numpy as np
+
+from graph_engine.ops.base import FLOAT, INDEX, Op, register
+from graph_engine.ops.spatial3d import Geometry3D
+
+
+def _geometry(attrs, x_shape, f_shape, what):
+    if len(f_shape) != 5:
+        raise ValueError(f"{what}: filter must be 5-D [d, h, w, in, out], got {list(f_shape)}")
+    g = Geometry3D(attrs, x_shape, f_shape[:3], f_shape[4], what)
+    if f_shape[3] != g.c:
+        raise ValueError(f"{what}: input has {g.c} channels but the filter expects {f_shape[3]} "
+                         f"(grouped convolution is not supported)")
+    return g
+
+
+def _check_out_backprop(what, g, shape):
+    if tuple(shape) != g.out_shape():
+        raise ValueError(f"{what}: out_backprop {list(shape)} does not match the convolution "
+                         f"output {list(g.out_shape())}")
+
+
+def _sizes(attrs, name, what):
+    sizes = tuple(int(d) for d in attrs[name])
+    if len(sizes) != 5:
+        raise ValueError(f"{what}: {name} must have 5 entries, got {list(sizes)}")
+    return sizes
+
+
+@register
+class Conv3D(Op):
+    type_attrs = {"T": FLOAT}
+
+    def shapes(self, shapes, attrs):
+        return [_geometry(attrs, shapes[0], shapes[1], self.name).out_shape()]
+
+    def compute(self, xs, attrs):
+        x, f = xs
+        g = _geometry(attrs, x.shape, f.shape, self.name)
+        xp = g.pad(g.to_last(x))
+        y = np.zeros((g.n, *g.out, g.co), np.float32)
+        for tap, index in g.taps():
+            y += xp[index] @ f[tap]
+        return g.from_last(y)
+
+
+@register
+class Conv3DBackpropInputV2(Op):
+    """d(loss)/d(input): each tap's output gradient times the filter, scattered back."""
+    type_attrs = {"T": FLOAT, "Tshape": INDEX}
+    const_inputs = ("input_sizes",)
+
+    def shapes(self, shapes, attrs):
+        x_shape = _sizes(attrs, "input_sizes", self.name)
+        _check_out_backprop(self.name, _geometry(attrs, x_shape, shapes[0], self.name), shapes[1])
+        return [x_shape]
+
+    def compute(self, xs, attrs):
+        f, dy = xs
+        g = _geometry(attrs, _sizes(attrs, "input_sizes", self.name), f.shape, self.name)
+        dy = g.to_last(dy)
+        dxp = g.pad(np.zeros((g.n, *g.channels_last_shape(attrs["input_sizes"])[1:4], g.c), np.float32))
+        for tap, index in g.taps():
+            dxp[index] += dy @ f[tap].T
+        return g.from_last(g.crop(dxp))
+
+
+@register
+class Conv3DBackpropFilterV2(Op):
+    """d(loss)/d(filter): per tap, the input view transposed times the output gradient."""
+    type_attrs = {"T": FLOAT}
+    const_inputs = ("filter_sizes",)
+
+    def shapes(self, shapes, attrs):
+        f_shape = _sizes(attrs, "filter_sizes", self.name)
+        _check_out_backprop(self.name, _geometry(attrs, shapes[0], f_shape, self.name), shapes[1])
+        return [f_shape]
+
+    def compute(self, xs, attrs):
+        x, dy = xs
+        g = _geometry(attrs, x.shape, _sizes(attrs, "filter_sizes", self.name), self.name)
+        xp, dy = g.pad(g.to_last(x)), g.to_last(dy).reshape(-1, g.co)
+        df = np.zeros((*g.k, g.c, g.co), np.float32)
+        for tap, index in g.taps():
+            df[tap] = xp[index].reshape(-1, g.c).T @ dy
+        return df

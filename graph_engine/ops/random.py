@@ -1,0 +1,175 @@
+"""TF's stateless random ops (Keras Dropout and initializers), bit-exact with TF on the CPU.
+Kernel: runtime/kernels/random.cc.
+
+TF's algorithm: Philox4x32-10. StatelessRandomGetKeyCounter scrambles a 2-element seed into a
+64-bit key and a 128-bit counter (one Philox call on the seed with a fixed key); the V2 ops fill
+their output from (key, counter): output group g is made from Philox(counter + g, key), one
+uint32 per element (uniform), or two per pair of elements (normal, Box-Muller). Truncated normal
+takes a variable number of draws per group of 4 and so reserves 256 Philox calls per group. The
+V1 ops (seed input) derive key and counter the same way and then fill alike.
+"""
+import numpy as np
+
+from graph_engine.compiler import dtypes as dt
+from graph_engine.ops.base import FLOAT, INDEX, INT, Op, register, scalar
+
+_M0, _M1 = np.uint64(0xD2511F53), np.uint64(0xCD9E8D57)
+_W0, _W1 = 0x9E3779B9, 0xBB67AE85
+_LO = np.uint64(0xFFFFFFFF)
+PHILOX, AUTO_SELECT = 1, 3          # TF's RNG algorithm ids; AUTO_SELECT is Philox on CPU
+
+
+def philox(counters, key):
+    """Philox4x32-10 of uint32 counters [n, 4] under key (k0, k1): uint32 [n, 4]."""
+    c = [counters[:, i].astype(np.uint64) for i in range(4)]
+    k0, k1 = int(key[0]), int(key[1])
+    for _ in range(10):
+        p0, p1 = _M0 * c[0], _M1 * c[2]
+        c = [(p1 >> np.uint64(32)) ^ c[1] ^ np.uint64(k0), p1 & _LO,
+             (p0 >> np.uint64(32)) ^ c[3] ^ np.uint64(k1), p0 & _LO]
+        k0, k1 = (k0 + _W0) & 0xFFFFFFFF, (k1 + _W1) & 0xFFFFFFFF
+    return np.stack(c, axis=1).astype(np.uint32)
+
+
+def _counters(counter, start, n):
+    """counter + start + i for i < n (128-bit adds with carry), as uint32 [n, 4]."""
+    lo = np.uint64(int(counter[0]) | int(counter[1]) << 32)
+    hi = np.uint64(int(counter[2]) | int(counter[3]) << 32)
+    with np.errstate(over="ignore"):
+        step = np.uint64(start) + np.arange(n, dtype=np.uint64)
+        new_lo = lo + step                               # wraps modulo 2**64
+        new_hi = hi + (new_lo < lo).astype(np.uint64)
+    w = np.uint64(32)
+    return np.stack([new_lo & _LO, new_lo >> w, new_hi & _LO, new_hi >> w], axis=1)
+
+
+def key_counter_from_seed(seed):
+    """TF's seed scrambling: ((k0, k1), (c0, c1, c2, c3)) as uint32 tuples."""
+    s0, s1 = (int(v) & 0xFFFFFFFFFFFFFFFF for v in np.asarray(seed).reshape(-1)[:2])  # sign-extend
+    words = np.array([[s0 & 0xFFFFFFFF, s0 >> 32, s1 & 0xFFFFFFFF, s1 >> 32]], np.uint64)
+    mix = philox(words, (0x3EC8F720, 0x02461E29))[0]
+    return (int(mix[0]), int(mix[1])), (0, 0, int(mix[2]), int(mix[3]))
+
+
+def _to_float(bits):
+    """TF's uint32 -> float in [0, 1): 23 random mantissa bits."""
+    return (bits & np.uint32(0x7FFFFF)).astype(np.float32) * np.float32(2.0 ** -23)
+
+
+def _box_muller(x0, x1):
+    u1 = np.maximum(_to_float(x0), np.float32(1e-7))
+    v1 = (2.0 * np.pi * _to_float(x1).astype(np.float64)).astype(np.float32)
+    u2 = np.sqrt(np.float32(-2.0) * np.log(u1))
+    return np.sin(v1) * u2, np.cos(v1) * u2
+
+
+def fill(dist, n, key, counter, out_dtype):
+    """n values of `dist` ("uniform", "normal", "truncated_normal") as float32 (exactly
+    representable in `out_dtype` for uniform: the mantissa bits TF keeps for that dtype)."""
+    groups = -(-n // 4)
+    if dist == "uniform":
+        bits = philox(_counters(counter, 0, groups), key).reshape(-1)[:n]
+        if out_dtype == dt.DT_HALF:
+            return (bits & np.uint32(0x3FF)).astype(np.float32) / np.float32(1024)
+        if out_dtype == dt.DT_BFLOAT16:
+            return (bits & np.uint32(0x7F)).astype(np.float32) / np.float32(128)
+        return _to_float(bits)
+    if dist == "normal":
+        r = philox(_counters(counter, 0, groups), key)
+        a, b = _box_muller(r[:, 0::2], r[:, 1::2])
+        return np.stack([a, b], axis=2).reshape(-1)[:n]
+    out = []
+    for g in range(groups):             # 256 Philox calls reserved per group of 4
+        for calls in (8, 256):          # 8 almost always yield 4 values within (-2, 2)
+            draws = philox(_counters(counter, 256 * g, calls), key).reshape(-1)
+            a, b = _box_muller(draws[0::2], draws[1::2])
+            kept = np.stack([a, b], axis=1).reshape(-1)
+            kept = kept[np.abs(kept) < 2.0]
+            if len(kept) >= 4:
+                break
+        out.append(kept[:4])
+    return np.concatenate(out)[:n] if out else np.zeros(0, np.float32)
+
+
+def _key_counter_inputs(xs):
+    key, counter = (np.asarray(x).astype(np.uint64).reshape(-1) for x in xs)
+    if key.size != 1 or counter.size < 2:
+        raise ValueError(f"key must have 1 element and counter at least 2, got {key.size} and "
+                         f"{counter.size}")
+    k, c0, c1 = int(key[0]), int(counter[0]), int(counter[1])
+    return ((k & 0xFFFFFFFF, k >> 32),
+            (c0 & 0xFFFFFFFF, c0 >> 32, c1 & 0xFFFFFFFF, c1 >> 32))
+
+
+def _check_alg(attrs, name):
+    alg = scalar(attrs, "alg")
+    if alg not in (PHILOX, AUTO_SELECT):
+        raise ValueError(f"{name}: RNG algorithm {alg} not supported; allowed: 1 (Philox), "
+                         "3 (auto-select)")
+
+
+def _shape(attrs, name):
+    shape = tuple(int(d) for d in attrs["shape"])
+    if any(d < 0 for d in shape):
+        raise ValueError(f"{name}: shape {list(shape)} has a negative dimension")
+    return shape
+
+
+@register
+class StatelessRandomGetKeyCounter(Op):
+    """seed [2] -> key uint64 [1], counter uint64 [2]."""
+    type_attrs = {"Tseed": INT}
+
+    def shapes(self, shapes, attrs):
+        if tuple(shapes[0]) != (2,):
+            raise ValueError(f"{self.name}: seed must have shape [2], got {list(shapes[0])}")
+        return [(1,), (2,)]
+
+    def compute(self, xs, attrs):
+        (k0, k1), c = key_counter_from_seed(xs[0])
+        return [np.array([k0 | k1 << 32], np.uint64),
+                np.array([c[0] | c[1] << 32, c[2] | c[3] << 32], np.uint64)]
+
+
+class _StatelessV2(Op):
+    """shape (const), key, counter, alg (const) -> random values of `dtype`."""
+    dist = None
+    type_attrs = {"dtype": FLOAT, "Tshape": INDEX}
+    const_inputs = ("shape", "alg")
+
+    def shapes(self, shapes, attrs):
+        _check_alg(attrs, self.name)
+        return [_shape(attrs, self.name)]
+
+    def compute(self, xs, attrs):
+        _check_alg(attrs, self.name)
+        shape = _shape(attrs, self.name)
+        key, counter = _key_counter_inputs(xs)
+        n = int(np.prod(shape))
+        return fill(self.dist, n, key, counter, attrs.get("dtype", dt.DT_FLOAT)).reshape(shape)
+
+
+class _StatelessV1(Op):
+    """shape (const), seed [2] -> random values of `dtype` (key and counter from the seed)."""
+    dist = None
+    type_attrs = {"dtype": FLOAT, "T": INDEX, "Tseed": INT}
+    const_inputs = ("shape",)
+
+    def shapes(self, shapes, attrs):
+        if tuple(shapes[0]) != (2,):
+            raise ValueError(f"{self.name}: seed must have shape [2], got {list(shapes[0])}")
+        return [_shape(attrs, self.name)]
+
+    def compute(self, xs, attrs):
+        shape = _shape(attrs, self.name)
+        key, counter = key_counter_from_seed(xs[0])
+        n = int(np.prod(shape))
+        return fill(self.dist, n, key, counter, attrs.get("dtype", dt.DT_FLOAT)).reshape(shape)
+
+
+# numpy's float32 log/sin/cos may differ from glibc's in the last bit: only uniform values fold
+for _name, _dist in (("StatelessRandomUniform", "uniform"), ("StatelessRandomNormal", "normal"),
+                     ("StatelessTruncatedNormal", "truncated_normal")):
+    for _base, _suffix in ((_StatelessV1, ""), (_StatelessV2, "V2")):
+        register(type(_name + _suffix, (_base,), {"dist": _dist, "name": _name + _suffix,
+                                                  "foldable": _dist == "uniform"}))

@@ -1,0 +1,59 @@
+// NPU storage formats (docs/layouts.md): NC1HWC0 activations and FRACTAL_Z filters, and the
+// registry through which kernels opt in to reading and writing them.
+//
+// A value keeps its logical (TF) dims; its format says how the elements are stored.
+//   NC1HWC0:   logical NHWC (rank < 4 right-aligned), storage [N, C1, H, W, C0]
+//   FRACTAL_Z: logical HWIO [KH, KW, Cin, Cout], storage [C1*KH*KW, N1, N0=16, C0]
+// C0 is 16 for 2- and 4-byte types, 32 for 1-byte types. Padding lanes hold unspecified
+// values; kernels never let them reach a real output.
+#ifndef NPU_KERNELS_FORMAT_H_
+#define NPU_KERNELS_FORMAT_H_
+
+#include <string>
+
+#include "kernels/dtype.h"
+#include "kernels/kernel.h"
+#include "kernels/shape.h"
+
+namespace npu {
+namespace kernels {
+
+enum Format : int { kND = 0, kNCHW = 1, kNHWC = 2, kNC1HWC0 = 3, kFractalZ = 4, kFractalNZ = 5 };
+constexpr int64_t kN0 = 16;
+
+inline bool IsPaddedFormat(int format) { return format >= kNC1HWC0; }
+inline int64_t C0Of(int dtype) { return DTypeSize(dtype) == 1 ? 32 : 16; }
+inline int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+std::string FormatName(int format);
+
+// The NC1HWC0 geometry of a value (its logical dims right-aligned to NHWC).
+struct Nc1hwc0 {
+  int64_t n = 1, h = 1, w = 1, c = 1, c1 = 1, c0 = 16;
+  static Status Of(const TensorDesc& d, Nc1hwc0* out);
+  int64_t pixels() const { return n * h * w; }
+  int64_t size() const { return n * c1 * h * w * c0; }      // storage elements
+  int64_t plane() const { return h * w * c0; }              // one (n, c1) block
+  int64_t valid(int64_t block) const {                      // real channels in block c1
+    return c - block * c0 < c0 ? c - block * c0 : c0;
+  }
+};
+
+// Storage dims of a value in its format (the logical dims for ND/NCHW/NHWC).
+Dims StorageDims(const TensorDesc& d);
+
+// True when any input or output of the node is stored in a padded format.
+bool HasPaddedFormat(const KernelDef& def);
+
+// Registers the factory for nodes whose values use padded formats; nodes with only ND values
+// keep going to the kernel registered with RegisterKernel under the same name.
+void RegisterFormatKernel(const std::string& name, KernelFactory factory);
+const KernelFactory* FindNdKernel(const std::string& name);   // nullptr when none
+
+#define NPU_REGISTER_FORMAT_KERNEL(name, factory)                                    \
+  static ::npu::kernels::StaticInit NPU_KERNEL_CONCAT(npu_format_kernel_, __COUNTER__)( \
+      [] { ::npu::kernels::RegisterFormatKernel(name, factory); })
+
+}  // namespace kernels
+}  // namespace npu
+
+#endif  // NPU_KERNELS_FORMAT_H_

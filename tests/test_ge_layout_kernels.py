@@ -1,0 +1,280 @@
+"""NC1HWC0 / FRACTAL_Z kernels of the simulated NPU (runtime/kernels/transdata.cc, *_5hd.cc).
+
+TransData's storage is checked byte for byte against graph_engine.ops.layout.pack (an ND
+arena value aliasing the padded one exposes the storage); every 5HD kernel runs between
+TransData conversions and is compared with the ND kernel (itself checked against TF by
+test_kernels_*.py) and, for the convolutions, with TF on the CPU."""
+import numpy as np
+import pytest
+
+from graph_engine.compiler import model_format as mf
+from graph_engine.compiler.passes.layout import support
+from graph_engine.ops import layout
+from test_kernels_harness import (C, FLOAT_TYPES, GraphBuilder, assert_float_close, dt_enum,
+                                  random, run_kernel, tf_cpu, to_f32)
+
+ND, NC1HWC0, FRACTAL_Z, NCHW = mf.Format.ND, mf.Format.NC1HWC0, mf.Format.FRACTAL_Z, mf.Format.NCHW
+DTYPE_IDS = ["float32", "float16", "bfloat16"]
+ALL_DTYPES = FLOAT_TYPES + [np.int8, np.uint8, np.int32, np.float64]
+
+
+def padded_value(g, dtype, shape, fmt, offset=None):
+    """An arena value stored in `fmt` (at `offset`, or at the arena's end)."""
+    storage = layout.storage_shape(fmt, shape, dt_enum(dtype))
+    nbytes = int(np.prod(storage)) * np.dtype(dtype).itemsize
+    if offset is None:
+        g.arena += -g.arena % 64
+        offset, g.arena = g.arena, g.arena + nbytes
+    g.values.append(mf.Value(dt_enum(dtype), tuple(shape), nbytes, mf.Kind.ARENA, offset, fmt))
+    return len(g.values) - 1
+
+
+def to_format(g, vid, dtype, shape, fmt, src=ND):
+    out_shape = (shape[0], shape[2], shape[3], shape[1]) if src == NCHW else shape
+    out = padded_value(g, dtype, out_shape, fmt)
+    g.kernel("TransData", [vid], [out], T=dt_enum(dtype), src_format=int(src), dst_format=int(fmt))
+    return out
+
+
+def storage_of(g, vid, dtype, shape, fmt):
+    """Makes the raw storage of padded arena value `vid` a model output."""
+    v = g.values[vid]
+    alias = len(g.values)
+    g.values.append(mf.Value(v.dtype, layout.storage_shape(fmt, shape, v.dtype), v.nbytes,
+                             mf.Kind.ARENA, v.where, ND))
+    g.add_output(alias)
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("shape", [(2, 3, 4, 5), (1, 2, 2, 16), (2, 3, 3, 37), (3, 40), (1, 1, 1, 1)])
+def test_transdata_nc1hwc0_storage_and_round_trip(shape, dtype):
+    x = random(shape, dtype, -100, 100, seed=1)
+    g = GraphBuilder()
+    xin = g.input(dtype, shape)
+    packed = to_format(g, xin, dtype, shape, NC1HWC0)
+    back = g.output(dtype, shape)
+    g.kernel("TransData", [packed], [back], T=dt_enum(dtype), src_format=int(NC1HWC0), dst_format=0)
+    storage_of(g, packed, dtype, shape, NC1HWC0)
+    got_back, got_storage = g.load().run([x])
+    np.testing.assert_array_equal(got_back, x)
+    np.testing.assert_array_equal(got_storage, layout.pack(x, NC1HWC0))
+    assert got_storage.shape[-1] == (32 if np.dtype(dtype).itemsize == 1 else 16)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int8], ids=["float32", "float16", "int8"])
+@pytest.mark.parametrize("shape", [(3, 3, 5, 7), (1, 1, 16, 16), (2, 3, 40, 33)])
+def test_transdata_fractal_z_storage_and_round_trip(shape, dtype):
+    w = random(shape, dtype, -100, 100, seed=2)
+    g = GraphBuilder()
+    win = g.input(dtype, shape)
+    packed = to_format(g, win, dtype, shape, FRACTAL_Z)
+    back = g.output(dtype, shape)
+    g.kernel("TransData", [packed], [back], T=dt_enum(dtype), src_format=int(FRACTAL_Z), dst_format=0)
+    storage_of(g, packed, dtype, shape, FRACTAL_Z)
+    got_back, got_storage = g.load().run([w])
+    np.testing.assert_array_equal(got_back, w)
+    np.testing.assert_array_equal(got_storage, layout.pack(w, FRACTAL_Z))
+
+
+def test_transdata_from_and_to_nchw_moves_the_channel_axis():
+    x = random((2, 21, 3, 4), np.float32, seed=3)       # NCHW
+    g = GraphBuilder()
+    xin = g.input(np.float32, x.shape)
+    packed = to_format(g, xin, np.float32, x.shape, NC1HWC0, src=NCHW)
+    back = g.output(np.float32, x.shape)
+    g.kernel("TransData", [packed], [back], T=1, src_format=int(NC1HWC0), dst_format=int(NCHW))
+    storage_of(g, packed, np.float32, (2, 3, 4, 21), NC1HWC0)
+    got_back, got_storage = g.load().run([x])
+    np.testing.assert_array_equal(got_back, x)
+    np.testing.assert_array_equal(got_storage, layout.pack(x.transpose(0, 2, 3, 1), NC1HWC0))
+
+
+def test_transdata_rejects_bad_format_pairs_with_a_clear_error():
+    g = GraphBuilder()
+    xin = g.input(np.float32, (2, 3))
+    out = g.output(np.float32, (2, 3))
+    g.kernel("TransData", [xin], [out], T=1, src_format=0, dst_format=0)
+    with pytest.raises(Exception, match="reads or writes NC1HWC0/FRACTAL_Z only"):
+        g.load()
+
+
+def test_nd_kernels_still_reject_padded_formats():
+    g = GraphBuilder()
+    xin = g.input(np.float32, (2, 4, 4, 3))
+    packed = to_format(g, xin, np.float32, (2, 4, 4, 3), NC1HWC0)
+    out = g.output(np.float32, (2, 4, 4, 3))
+    g.kernel("Softmax", [packed], [out])
+    with pytest.raises(Exception, match="storage format 3"):
+        g.load()
+
+
+# ---- 5HD kernels vs the ND kernels ---------------------------------------------------------
+
+def run_5hd(kernel, inputs, formats, out_dtype, out_shape, out_format=NC1HWC0, **attrs):
+    """Runs `kernel` on inputs converted to `formats` (None: fed ND as is); converts the result
+    back to ND."""
+    g = GraphBuilder(kernel)
+    ins = []
+    for x, fmt in zip(inputs, formats):
+        vid = g.input(x.dtype, x.shape)
+        ins.append(vid if fmt in (None, ND) else to_format(g, vid, x.dtype, x.shape, fmt))
+    if out_format == ND:
+        out = g.output(out_dtype, out_shape)
+        g.kernel(kernel, ins, [out], **attrs)
+    else:
+        y = padded_value(g, out_dtype, out_shape, out_format)
+        g.kernel(kernel, ins, [y], **attrs)
+        out = g.output(out_dtype, out_shape)
+        g.kernel("TransData", [y], [out], T=dt_enum(out_dtype), src_format=int(out_format), dst_format=0)
+    model = g.load()
+    assert model.kernel_names.count(kernel) == 1
+    return model.run(inputs)[0]
+
+
+def nd(kernel, inputs, dtype, shape, **attrs):
+    return run_kernel(kernel, inputs, [(dtype, shape)], attrs)[0]
+
+
+CONV_CASES = [  # input NHWC, filter HWIO, strides, padding, dilations
+    ((2, 7, 7, 3), (3, 3, 3, 8), 1, "SAME", 1),
+    ((1, 9, 8, 20), (3, 3, 20, 17), 2, "VALID", 1),
+    ((2, 6, 6, 16), (1, 1, 16, 33), 1, "SAME", 1),
+    ((1, 10, 10, 5), (3, 3, 5, 4), 1, "SAME", 2),
+]
+
+
+@pytest.mark.parametrize("dtype", FLOAT_TYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("xs,ws,s,pad,d", CONV_CASES)
+def test_conv2d_5hd_matches_tf(xs, ws, s, pad, d, dtype):
+    x, w = random(xs, dtype, -1, 1, seed=4), random(ws, dtype, -1, 1, seed=5)
+    attrs = dict(strides=[1, s, s, 1], padding=pad, dilations=[1, d, d, 1], data_format="NHWC")
+    ref = tf_cpu("Conv2D", input=to_f32(x), filter=to_f32(w), **attrs)
+    got = run_5hd("Conv2D", [x, w], [NC1HWC0, FRACTAL_Z], dtype, ref.shape, **attrs)
+    assert_float_close(got, ref, dtype)
+
+
+def test_conv2d_5hd_on_an_empty_batch():
+    x, w = np.zeros((0, 4, 4, 3), np.float32), random((3, 3, 3, 5), seed=4)
+    got = run_5hd("Conv2D", [x, w], [NC1HWC0, FRACTAL_Z], np.float32, (0, 4, 4, 5),
+                  strides=[1, 1, 1, 1], padding="SAME", data_format="NHWC")
+    assert got.shape == (0, 4, 4, 5)
+
+
+@pytest.mark.parametrize("activation", ["", "Relu", "Relu6", "Sigmoid"])
+def test_fused_conv2d_5hd_matches_the_nd_fused_kernel(activation):
+    x, w = random((2, 8, 8, 12), seed=6), random((3, 3, 12, 19), seed=7)
+    b, r = random((19,), seed=8), random((2, 8, 8, 19), seed=9)
+    attrs = dict(strides=[1, 1, 1, 1], padding="SAME", data_format="NHWC", has_bias=True,
+                 has_residual=True, activation=activation, alpha=0.2)
+    ref = nd("NpuFusedConv2D", [x, w, b, r], np.float32, (2, 8, 8, 19), **attrs)
+    got = run_5hd("NpuFusedConv2D", [x, w, b, r], [NC1HWC0, FRACTAL_Z, ND, NC1HWC0], np.float32,
+                  (2, 8, 8, 19), **attrs)
+    assert_float_close(got, ref, np.float32)
+
+
+@pytest.mark.parametrize("dtype", FLOAT_TYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("xs,k,s,pad", [((2, 9, 9, 20), 3, 1, "SAME"), ((1, 8, 7, 32), 3, 2, "VALID"),
+                                        ((1, 6, 6, 5), 5, 2, "SAME")])
+def test_depthwise_5hd_matches_tf(xs, k, s, pad, dtype):
+    x, w = random(xs, dtype, -1, 1, seed=10), random((k, k, xs[3], 1), dtype, -1, 1, seed=11)
+    attrs = dict(strides=[1, s, s, 1], padding=pad, data_format="NHWC")
+    ref = tf_cpu("DepthwiseConv2dNative", input=to_f32(x), filter=to_f32(w), **attrs)
+    got = run_5hd("DepthwiseConv2dNative", [x, w], [NC1HWC0, ND], dtype, ref.shape, **attrs)
+    assert_float_close(got, ref, dtype)
+
+
+def test_fused_depthwise_5hd_matches_the_nd_fused_kernel():
+    x, w, b = random((2, 7, 7, 24), seed=12), random((3, 3, 24, 1), seed=13), random((24,), seed=14)
+    attrs = dict(strides=[1, 2, 2, 1], padding="SAME", data_format="NHWC", has_bias=True,
+                 has_residual=False, activation="Relu6", alpha=0.2)
+    ref = nd("NpuFusedDepthwiseConv2D", [x, w, b], np.float32, (2, 4, 4, 24), **attrs)
+    got = run_5hd("NpuFusedDepthwiseConv2D", [x, w, b], [NC1HWC0, ND, ND], np.float32, (2, 4, 4, 24), **attrs)
+    assert_float_close(got, ref, np.float32)
+
+
+@pytest.mark.parametrize("dtype", FLOAT_TYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("op", ["MaxPool", "AvgPool"])
+@pytest.mark.parametrize("xs,k,s,pad", [((2, 8, 8, 3), 2, 2, "VALID"), ((1, 9, 9, 20), 3, 2, "SAME")])
+def test_pool_5hd_matches_tf(op, xs, k, s, pad, dtype):
+    x = random(xs, dtype, seed=15)
+    attrs = dict(ksize=[1, k, k, 1], strides=[1, s, s, 1], padding=pad, data_format="NHWC")
+    ref = tf_cpu(op, **{"input" if op == "MaxPool" else "value": to_f32(x)}, **attrs)
+    got = run_5hd(op, [x], [NC1HWC0], dtype, ref.shape, **attrs)
+    assert_float_close(got, ref, dtype)
+
+
+@pytest.mark.parametrize("dtype", FLOAT_TYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("op,shapes", [
+    ("AddV2", [(2, 4, 4, 20), (2, 4, 4, 20)]), ("Mul", [(2, 4, 4, 20), (20,)]),
+    ("Sub", [(2, 4, 4, 20), (1, 1, 1, 20)]), ("Maximum", [(2, 4, 4, 7), (2, 1, 4, 7)]),
+    ("Relu", [(2, 3, 3, 17)]), ("Sigmoid", [(1, 5, 5, 33)]), ("AddN", [(1, 2, 2, 9)] * 3)])
+def test_layout_agnostic_elementwise_5hd_matches_nd(op, shapes, dtype):
+    xs = [random(s, dtype, seed=16 + i) for i, s in enumerate(shapes)]
+    out_shape = tuple(np.broadcast_shapes(*shapes))
+    ref = nd(op, xs, dtype, out_shape)
+    got = run_5hd(op, xs, [NC1HWC0] * len(xs), dtype, out_shape)
+    assert_float_close(got, ref, dtype)
+
+
+def test_elementwise_5hd_with_an_nd_scalar():
+    x, s = random((2, 3, 3, 18), seed=20), np.array(2.5, np.float32)
+    got = run_5hd("Mul", [x, s], [NC1HWC0, ND], np.float32, x.shape)
+    np.testing.assert_allclose(got, x * 2.5, rtol=1e-6)
+
+
+def test_elementwise_5hd_rejects_a_channel_broadcast_with_a_clear_error():
+    x, y = random((2, 3, 3, 18), seed=21), random((2, 3, 3, 1), seed=22)
+    with pytest.raises(Exception, match="cannot run on the output's NC1HWC0 storage"):
+        run_5hd("AddV2", [x, y], [NC1HWC0, NC1HWC0], np.float32, x.shape)
+
+
+def test_bias_add_5hd():
+    x, b = random((2, 5, 5, 21), seed=23), random((21,), seed=24)
+    got = run_5hd("BiasAdd", [x, b], [NC1HWC0, ND], np.float32, x.shape, data_format="NHWC")
+    np.testing.assert_allclose(got, x + b, rtol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", FLOAT_TYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("op", ["Mean", "Sum"])
+@pytest.mark.parametrize("keep", [False, True])
+def test_spatial_reduction_5hd_matches_tf(op, keep, dtype):
+    x = random((3, 5, 4, 19), dtype, seed=25)
+    ref = tf_cpu(op, input=to_f32(x), axis=np.array([1, 2], np.int32), keep_dims=keep)
+    got = run_5hd(op, [x], [NC1HWC0], dtype, ref.shape, out_format=NC1HWC0 if keep else ND,
+                  reduction_indices=[1, 2], keep_dims=keep)
+    assert_float_close(got, ref, dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int8], ids=["float32", "float16", "int8"])
+def test_pad_5hd(dtype):
+    x = random((2, 4, 5, 20), dtype, -50, 50, seed=26)
+    pads = [[0, 0], [1, 2], [3, 0], [0, 0]]
+    got = run_5hd("Pad", [x], [NC1HWC0], dtype, (2, 7, 8, 20), paddings=sum(pads, []))
+    np.testing.assert_array_equal(got, np.pad(x, pads))
+
+
+@pytest.mark.parametrize("channels", [[16, 32], [5, 16, 7], [20, 13]])
+def test_concat_channels_5hd(channels):
+    xs = [random((2, 3, 4, c), seed=27 + i) for i, c in enumerate(channels)]
+    got = run_5hd("ConcatV2", xs, [NC1HWC0] * len(xs), np.float32, (2, 3, 4, sum(channels)), axis=3)
+    np.testing.assert_array_equal(got, np.concatenate(xs, axis=3))
+
+
+def test_registered_kernels_include_transdata():
+    assert "TransData" in C.registered_kernels()
+
+
+BINARY = {"Add", "AddV2", "Maximum", "Minimum", "Mul", "RealDiv", "ReluGrad", "Relu6Grad",
+          "SigmoidGrad", "SquaredDifference", "Sub", "TanhGrad"}
+
+
+@pytest.mark.parametrize("op", sorted(support.LAYOUT_AGNOSTIC))
+def test_every_layout_agnostic_op_of_the_passes_has_an_nc1hwc0_kernel(op):
+    """support.LAYOUT_AGNOSTIC (Python) and elementwise_5hd.cc's list must agree."""
+    n = 3 if op == "AddN" else 2 if op in BINARY else 1
+    xs = [random((1, 3, 2, 18), seed=40 + i, low=0.5, high=2.0) for i in range(n)]
+    attrs = {"SrcT": 1, "DstT": 19} if op == "Cast" else {}
+    out_dtype = np.float16 if op == "Cast" else np.float32
+    ref = nd(op, xs, out_dtype, xs[0].shape, **attrs)
+    got = run_5hd(op, xs, [NC1HWC0] * n, out_dtype, xs[0].shape, **attrs)
+    np.testing.assert_array_equal(got, ref)
