@@ -1,28 +1,36 @@
 #include "kernels/gemm.h"
 
-#include <Eigen/Core>
+#include <algorithm>
 
+#include "kernels/gemm_block.h"
 #include "kernels/thread_pool.h"
 
 namespace npu {
 namespace kernels {
 namespace {
 
-using Stride = Eigen::OuterStride<>;
-template <int Order>
-using ConstMat = Eigen::Map<const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Order>, 0, Stride>;
-using OutMat = Eigen::Map<Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>, 0, Stride>;
+using gemm_detail::BlockFn;
 
-// The block rows [r0, r1) x columns [c0, c1) of C. A transposed operand is read as the
-// column-major matrix its row-major storage is.
-template <int AOrder, int BOrder>
-void GemmBlock(int64_t r0, int64_t r1, int64_t c0, int64_t c1, int64_t m, int64_t n, int64_t k,
-               const float* a, const float* b, float* c) {
-  const bool a_rows = AOrder == Eigen::RowMajor, b_rows = BOrder == Eigen::RowMajor;
-  ConstMat<AOrder> am(a + (a_rows ? r0 * k : r0), r1 - r0, k, Stride(a_rows ? k : m));
-  ConstMat<BOrder> bm(b + (b_rows ? c0 : c0 * k), k, c1 - c0, Stride(b_rows ? n : k));
-  OutMat cm(c + r0 * n + c0, r1 - r0, c1 - c0, Stride(n));
-  cm.noalias() += am * bm;
+// The block products for the best instruction set this CPU runs (chosen once).
+struct Blocks {
+  BlockFn fn[2][2];
+  Blocks() {
+    if (!(__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw") &&
+          gemm_detail::BlockTableAvx512(fn)))
+      gemm_detail::BlockTable(fn);
+  }
+};
+
+// A parallel range of C rows packs all of B, one of C columns all of A; ranges stay at least
+// 16 rows/columns wide (Eigen's register tiles) and large enough to be worth a thread.
+constexpr int64_t kMinRange = 16;
+constexpr int64_t kMinRangeFlops = 1 << 18;
+
+int64_t Ranges(int64_t extent, int64_t flops) {
+  // Two ranges per thread: balance when another process holds a core, few repacks otherwise.
+  return std::max<int64_t>(1, std::min({extent / kMinRange, flops / kMinRangeFlops,
+                                        static_cast<int64_t>(2 * NumThreads())}));
 }
 
 }  // namespace
@@ -30,20 +38,34 @@ void GemmBlock(int64_t r0, int64_t r1, int64_t c0, int64_t c1, int64_t m, int64_
 void Gemm(int64_t m, int64_t n, int64_t k, const float* a, bool trans_a, const float* b,
           bool trans_b, float* c, bool accumulate) {
   if (m == 0 || n == 0) return;
-  if (!accumulate) std::fill(c, c + m * n, 0.0f);
-  if (k == 0) return;
-  using F = void (*)(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, const float*,
-                     const float*, float*);
-  static const F kVariants[2][2] = {
-      {&GemmBlock<Eigen::RowMajor, Eigen::RowMajor>, &GemmBlock<Eigen::RowMajor, Eigen::ColMajor>},
-      {&GemmBlock<Eigen::ColMajor, Eigen::RowMajor>, &GemmBlock<Eigen::ColMajor, Eigen::ColMajor>}};
-  const F block = kVariants[trans_a][trans_b];
-  // Row blocks share B; a product with few rows (a batch of one) splits its columns instead.
-  if (m >= 4 * NumThreads() || m >= n) {
-    ParallelFor(m, 2 * n * k, [&](int64_t r0, int64_t r1) { block(r0, r1, 0, n, m, n, k, a, b, c); });
-  } else {
-    ParallelFor(n, 2 * m * k, [&](int64_t c0, int64_t c1) { block(0, m, c0, c1, m, n, k, a, b, c); });
+  if (k == 0) {
+    if (!accumulate) std::fill(c, c + m * n, 0.0f);
+    return;
   }
+  static const Blocks blocks;
+  const BlockFn block = blocks.fn[trans_a][trans_b];
+  // Split the dimension whose ranges repack the smaller operand (rows: B, columns: A), unless
+  // the other dimension gives more ranges (a batch of one has a single row).
+  const int64_t flops = 2 * m * n * k, row_ranges = Ranges(m, flops), col_ranges = Ranges(n, flops);
+  const int64_t enough = NumThreads();
+  const bool by_rows = m >= n ? row_ranges >= std::min(col_ranges, enough)
+                              : col_ranges < std::min(row_ranges, enough);
+  const int64_t extent = by_rows ? m : n, ranges = by_rows ? row_ranges : col_ranges;
+  // Ranges are multiples of 16 rows/columns; the last one takes the remainder.
+  const int64_t step = (extent / ranges + 15) / 16 * 16;
+  const int64_t count = (extent + step - 1) / step;
+  ParallelFor(count, 2 * step * (by_rows ? n : m) * k, [&](int64_t i0, int64_t i1) {
+    const int64_t lo = i0 * step, hi = std::min(extent, i1 * step);
+    // Each range clears its own part of C: in parallel, and while it is about to be in cache.
+    if (by_rows) {
+      if (!accumulate) std::fill(c + lo * n, c + hi * n, 0.0f);
+      block(lo, hi, 0, n, m, n, k, a, b, c);
+    } else {
+      if (!accumulate)
+        for (int64_t r = 0; r < m; ++r) std::fill(c + r * n + lo, c + r * n + hi, 0.0f);
+      block(0, m, lo, hi, m, n, k, a, b, c);
+    }
+  });
 }
 
 }  // namespace kernels

@@ -1,4 +1,5 @@
-// Single-precision matrix product on the thread pool (Eigen's GEMM on row blocks).
+// Single-precision matrix product on the thread pool: Eigen's GEMM on ranges of rows or columns
+// of C, in the widest instruction set the CPU has (AVX-512 or the build's AVX2+FMA baseline).
 #ifndef NPU_KERNELS_GEMM_H_
 #define NPU_KERNELS_GEMM_H_
 

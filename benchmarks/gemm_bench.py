@@ -1,0 +1,123 @@
+"""GEMM micro-benchmark: the simulated NPU's MatMul kernel against TF's MatMul on the CPU (oneDNN),
+in one process, on shapes from the benchmark models (square, im2col convolutions, dense layers).
+
+    PYTHONPATH=. python -m benchmarks.gemm_bench [--reps 4] [--out benchmarks/results/gemm]
+
+Per shape, each side runs `reps` independent products C_i = A @ B_i in one call (the NPU: one
+compiled model of `reps` MatMul kernels, A an input, the B_i constants; TF: one tf.function of
+`reps` MatMuls with A and the B_i resident on the CPU); the fastest of several calls, NPU and
+CPU calls alternating, is divided by `reps`. The NPU call includes copying A in and the last C
+out; TF's includes fetching every C.
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+# (m, n, k, trans_a, trans_b, what)
+SHAPES = [
+    (256, 256, 256, False, False, "square"),
+    (512, 512, 512, False, False, "square"),
+    (1024, 1024, 1024, False, False, "square"),
+    (4096, 64, 576, False, False, "conv 3x3x64->64, 64x64 image (im2col)"),
+    (1024, 256, 1152, False, False, "conv 3x3x128->256 (im2col)"),
+    (64, 512, 784, False, False, "MLP dense 784->512, batch 64"),
+    (784, 512, 64, True, False, "MLP weight gradient x^T dy"),
+    (64, 784, 512, False, True, "MLP input gradient dy W^T"),
+    (256, 256, 64, False, False, "BERT FFN, 8x32 tokens"),
+]
+
+
+def npu_model(m, n, k, trans_a, trans_b, reps, rng):
+    from graph_engine.compiler import model_format as mf
+    values = [mf.Value(1, (k, m) if trans_a else (m, k), 4 * m * k, mf.Kind.INPUT, 0)]
+    blob, kernels = bytearray(), []
+    values.append(mf.Value(1, (m, n), 4 * m * n, mf.Kind.ARENA, 0))
+    values.append(mf.Value(1, (m, n), 4 * m * n, mf.Kind.OUTPUT, 0))
+    for i in range(reps):
+        b = rng.standard_normal((n, k) if trans_b else (k, n)).astype(np.float32)
+        blob += b"\0" * (-len(blob) % mf.CONST_ALIGNMENT)
+        values.append(mf.Value(1, b.shape, b.nbytes, mf.Kind.CONST, len(blob)))
+        blob += b.tobytes()
+        out = 2 if i == reps - 1 else 1      # earlier products go to one scratch arena value
+        kernels.append(mf.Kernel("MatMul", f"matmul_{i}", [0, len(values) - 1], [out],
+                                 {"transpose_a": trans_a, "transpose_b": trans_b}))
+    return mf.Model(name="gemm", values=values, kernels=kernels, inputs=[0], outputs=[2],
+                    arena_bytes=4 * m * n, const_blob=bytes(blob))
+
+
+def best_seconds(calls, repeat):
+    """Per call, the fastest of `repeat` timings; the calls alternate, so both sides see the
+    same load from other processes on a shared machine."""
+    times = [[] for _ in calls]
+    for call in calls:
+        call()                                   # warm-up
+    for _ in range(repeat):
+        for t, call in zip(times, calls):
+            start = time.perf_counter()
+            call()
+            t.append(time.perf_counter() - start)
+    return [min(t) for t in times]
+
+
+def bench(m, n, k, trans_a, trans_b, reps, repeat):
+    import tensorflow as tf
+    from graph_engine.compiler import model_format as mf
+    from npu_device import _C
+    rng = np.random.default_rng(0)
+    model = npu_model(m, n, k, trans_a, trans_b, reps, rng)
+    a = rng.standard_normal(model.values[0].dims).astype(np.float32)
+    loaded = _C.load_model(mf.serialize(model))
+    bs = [model.const_array(kern.inputs[1]) for kern in model.kernels]
+    with tf.device("/device:CPU:0"):
+        ta, tbs = tf.constant(a), [tf.constant(b) for b in bs]
+        f = tf.function(lambda x, ys: [tf.linalg.matmul(x, y, transpose_a=trans_a,
+                                                        transpose_b=trans_b) for y in ys])
+        npu_s, cpu_s = (t / reps for t in best_seconds(
+            [lambda: loaded.run([a]), lambda: [t.numpy() for t in f(ta, tbs)]], repeat))
+    # the NPU result is checked against TF's, so a fast wrong kernel cannot pass unnoticed
+    want = [t.numpy() for t in f(ta, tbs)][-1]
+    np.testing.assert_allclose(loaded.run([a])[0], want, rtol=1e-4, atol=1e-3 * np.sqrt(k))
+    gflop = 2 * m * n * k / 1e9
+    return {"m": m, "n": n, "k": k, "trans_a": trans_a, "trans_b": trans_b,
+            "npu_ms": 1000 * npu_s, "cpu_ms": 1000 * cpu_s, "npu_gflops": gflop / npu_s,
+            "cpu_gflops": gflop / cpu_s, "ratio": cpu_s / npu_s}
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--reps", type=int, default=4, help="products per call (default 4)")
+    p.add_argument("--repeat", type=int, default=7, help="timed calls per side (default 7)")
+    p.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results", "gemm"))
+    a = p.parse_args(argv)
+    if a.reps < 1 or a.repeat < 1:
+        p.error("--reps and --repeat must be at least 1")
+    import npu_device  # noqa: F401  (loads the plugin before TensorFlow creates devices)
+    rows = []
+    lines = ["| m | n | k | op | what | NPU ms (GFLOP/s) | TF CPU ms (GFLOP/s) | CPU/NPU |",
+             "|---|---|---|---|---|---|---|---|"]
+    for m, n, k, ta, tb, what in SHAPES:
+        r = dict(bench(m, n, k, ta, tb, a.reps, a.repeat), what=what)
+        rows.append(r)
+        op = ("A^T" if ta else "A") + ("B^T" if tb else "B")
+        lines.append(f"| {m} | {n} | {k} | {op} | {what} "
+                     f"| {r['npu_ms']:.3f} ({r['npu_gflops']:.0f}) "
+                     f"| {r['cpu_ms']:.3f} ({r['cpu_gflops']:.0f}) | {r['ratio']:.2f} |")
+        print(lines[-1], flush=True)
+    os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
+    with open(a.out + ".json", "w") as f:
+        json.dump(rows, f, indent=1)
+    with open(a.out + ".md", "w") as f:
+        f.write("\n".join(lines) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

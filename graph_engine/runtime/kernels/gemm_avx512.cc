@@ -1,0 +1,24 @@
+// The GEMM block product compiled for AVX-512 (CMakeLists.txt gives this file the flags);
+// gemm.cc calls it only on CPUs that have AVX-512, so the library still runs on AVX2 machines.
+#if defined(__AVX512F__)
+#define Eigen NpuEigenAvx512   // a namespace of its own: see gemm_block.h
+#endif
+#include "kernels/gemm_block.h"
+
+namespace npu {
+namespace kernels {
+namespace gemm_detail {
+
+bool BlockTableAvx512(BlockFn table[2][2]) {
+#if defined(__AVX512F__)
+  BlockTable(table);
+  return true;
+#else
+  (void)table;
+  return false;
+#endif
+}
+
+}  // namespace gemm_detail
+}  // namespace kernels
+}  // namespace npu
