@@ -120,7 +120,9 @@ def graph_stats(reports):
         "nodes_before": sum(r["passes"][0]["nodes"] for r in reports),
         "nodes_after": sum(_nodes_after(r["passes"]) for r in reports),
         "kernels": sum(kernels.values()),
-        "transdata": kernels.get("TransData", 0),
+        "transdata": kernels.get("TransData", 0) - sum(r.get("weight_transdata", 0)
+                                                      for r in reports),
+        "weight_transdata": sum(r.get("weight_transdata", 0) for r in reports),
         "bias_add_kernels": kernels.get("BiasAdd", 0),
         "arena_bytes": arena,
         "lower_bound_bytes": bound,

@@ -50,6 +50,11 @@ def build_model(c) -> mf.Model:
         "inputs": [_desc(n, v) for n, v in zip(p.input_names, p.inputs)],
         "outputs": [_desc(n, v) for n, v in zip(p.output_names, p.outputs)],
         "kernels": [k.kernel for k in p.kernels],
+        # per-step conversions of weights (graph inputs, e.g. variables) into FRACTAL_Z, apart
+        # from the activation TransData at layout boundaries
+        "weight_transdata": sum(k.kernel == "TransData"
+                                and k.attrs.get("dst_format") == mf.Format.FRACTAL_Z
+                                for k in p.kernels),
         "arena_bytes": plan.arena_bytes,
         "live_bytes_lower_bound": plan.lower_bound_bytes,
         "no_reuse_bytes": plan.no_reuse_bytes,
