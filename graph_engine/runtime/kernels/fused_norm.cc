@@ -51,6 +51,28 @@ Status MakeGelu(const KernelDef& def, std::unique_ptr<Kernel>* out) {
   return Status::Ok();
 }
 
+// sum(x - shift), or sum((x - shift)^2) when `squares`, in float32 over 16 lanes: vectorizes,
+// and the order is fixed (unlike an alignment-peeling reduction), so results do not depend on
+// where the row lies in memory.
+template <bool squares>
+float LaneSum(const float* x, int64_t n, float shift) {
+  constexpr int kLanes = 16;
+  float lane[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int j = 0; j < kLanes; ++j) {
+      const float d = x[i + j] - shift;
+      lane[j] += squares ? d * d : d;
+    }
+  float s = 0;
+  for (; i < n; ++i) {
+    const float d = x[i] - shift;
+    s += squares ? d * d : d;
+  }
+  for (int j = 0; j < kLanes; ++j) s += lane[j];
+  return s;
+}
+
 class LayerNormKernel : public Kernel {
  public:
   LayerNormKernel(int64_t rows, int64_t cols, double eps, bool stats, int dtype)
@@ -70,14 +92,12 @@ class LayerNormKernel : public Kernel {
       for (int64_t r = r0; r < r1; ++r) {
         const float* xr = x.data() + r * cols_;
         float* yr = y.data() + r * cols_;
-        double sum = 0;
-        for (int64_t i = 0; i < cols_; ++i) sum += xr[i];
-        const float mean = static_cast<float>(sum / cols_);
-        double sq = 0;
-        for (int64_t i = 0; i < cols_; ++i) sq += double(xr[i] - mean) * (xr[i] - mean);
-        const float inv = static_cast<float>(1.0 / std::sqrt(sq / cols_ + eps_));
-        for (int64_t i = 0; i < cols_; ++i)
-          yr[i] = (xr[i] - mean) * inv * gamma.data()[i] + beta.data()[i];
+        const float* g = gamma.data();
+        const float* bt = beta.data();
+        const float mean = LaneSum<false>(xr, cols_, 0.0f) / static_cast<float>(cols_);
+        const float var = LaneSum<true>(xr, cols_, mean) / static_cast<float>(cols_);
+        const float inv = static_cast<float>(1.0 / std::sqrt(double(var) + eps_));
+        for (int64_t i = 0; i < cols_; ++i) yr[i] = (xr[i] - mean) * inv * g[i] + bt[i];
         if (stats_) {
           means->data()[r] = mean;
           invs->data()[r] = inv;

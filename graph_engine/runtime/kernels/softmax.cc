@@ -102,13 +102,19 @@ class XentKernel : public Kernel {
       for (int64_t b = b0; b < b1; ++b) {
         float* z = backprop.data() + b * classes_;
         const float sum = ShiftExp(x.data() + b * fs_[0], fs_[1], classes_, z, e.data());
-        const float lse = std::log(sum);
+        const float lse = std::log(sum), inv = 1.0f / sum;
         float l = 0;
-        for (int64_t c = 0; c < classes_; ++c) {
-          const float p = sparse ? (c == index[b] ? 1.0f : 0.0f)
-                                 : labels->data()[b * ls_[0] + c * ls_[1]];
-          if (p != 0) l += p * (lse - z[c]);
-          z[c] = e[c] / sum - p;
+        if (sparse) {   // one-hot labels: the loss reads one class; the backprop loop vectorizes
+          const int64_t label = index[b];
+          l = lse - z[label];
+          for (int64_t c = 0; c < classes_; ++c) z[c] = e[c] * inv;
+          z[label] -= 1.0f;
+        } else {
+          for (int64_t c = 0; c < classes_; ++c) {
+            const float p = labels->data()[b * ls_[0] + c * ls_[1]];
+            if (p != 0) l += p * (lse - z[c]);
+            z[c] = e[c] * inv - p;
+          }
         }
         loss.data()[b] = l;
       }
