@@ -384,3 +384,223 @@ def test_groups_that_would_feed_each_other_are_not_both_fused():
     stats = fuse_elementwise.run(SimpleNamespace(graph=g))
     assert stats["fused_groups"] == 1
     g.topo_order()                                   # raises on a cycle
+
+
+# --- the kernel's access paths and uniform registers -----------------------------------------
+
+def run_unfused(xs, steps):
+    """Runs each (op, operand indices, attrs) with the op's own kernel; registers as in a program."""
+    regs = list(xs)
+    for op, operands, attrs in steps:
+        args = [regs[i] for i in operands]
+        shape = np.broadcast_shapes(*[a.shape for a in args])
+        out_dtype = attrs.pop("out", args[-1].dtype)
+        regs.append(run_kernel(op, args, [(out_dtype, shape)], attrs)[0])
+    return regs
+
+
+# Input shapes for x * s + b over [3, 5, 700] (more than one tile; rows of 700 and 5 * 700 do
+# not divide the tile): contiguous, per-channel row, scalar and strided inputs, float32 read in
+# place or converted.
+ACCESS = {
+    "contiguous": [(3, 5, 700)] * 3,
+    "row": [(3, 5, 700), (700,), (1, 700)],
+    "scalar": [(3, 5, 700), (), (1, 1, 1)],
+    "strided": [(3, 5, 700), (3, 1, 700), (5, 1)],
+    "mixed": [(3, 1, 700), (700,), ()],
+}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, ml_dtypes.bfloat16])
+@pytest.mark.parametrize("access", sorted(ACCESS))
+def test_every_access_path_gives_the_unfused_kernels_bits(access, dtype):
+    rng = np.random.default_rng(11)
+    shapes = ACCESS[access]
+    xs = [(rng.standard_normal(s) * 2).astype(dtype) for s in shapes]
+    T = dt.from_numpy(np.dtype(dtype))
+    program = "Mul r0 r1;AddV2 r3 r2;Tanh r4;Relu r4;Sub r5 r6;Cast r7"
+    dtypes = [T] * 5 + [dt.DT_FLOAT]
+    out_shape = np.broadcast_shapes(*shapes)
+    got = run_kernel("NpuElementwise", xs, [(dtype, out_shape), (dtype, out_shape), (np.float32, out_shape)],
+                     {"program": program, "dtypes": [int(d) for d in dtypes], "results": [4, 7, 8]})
+    want = run_unfused(xs, [("Mul", [0, 1], {}), ("AddV2", [3, 2], {}), ("Tanh", [4], {}),
+                            ("Relu", [4], {}), ("Sub", [5, 6], {}),
+                            ("Cast", [7], {"SrcT": T, "DstT": dt.DT_FLOAT, "out": np.float32})])
+    for g, w in zip(got, [want[4], want[7], want[8]]):
+        np.testing.assert_array_equal(g.view(np.uint8), np.broadcast_to(w, out_shape).view(np.uint8))
+
+
+def test_uniform_instructions_run_once_and_broadcast_including_as_outputs():
+    # The bias correction of an optimizer: int64 step -> float scalar chain -> full update; the
+    # scalar chain is also an output (broadcast) and a result is stored twice.
+    step = np.array(7, np.int64)
+    w, m = (R.standard_normal((9, 130)).astype(np.float32) for _ in range(2))
+    F = dt.DT_FLOAT
+    program = "Cast r0;Pow k0 r3;Sub k1 r4;Sqrt r5;Mul r2 r6;Sub r1 r7"
+    attrs = {"program": program, "dtypes": [F] * 6, "results": [8, 6, 8], "constants": [0.999, 1.0]}
+    got = run_kernel("NpuElementwise", [step, w, m], [(np.float32, (9, 130))] * 3, attrs)
+    want = ops.evaluate(ops.get("NpuElementwise"), [step, w, m], attrs, [F] * 3)
+    for g, e in zip(got, want):
+        np.testing.assert_allclose(g, e, rtol=1e-6)
+    a = got[1][0, 0]
+    np.testing.assert_array_equal(got[1], np.full((9, 130), a, np.float32))
+    np.testing.assert_array_equal(got[0], w - m * a)
+    np.testing.assert_array_equal(got[2], got[0])
+
+
+# --- uniform (single-element) groups fold into their one consumer ----------------------------
+
+def _alpha(t):
+    return 0.01 * tf.sqrt(1.0 - tf.pow(0.999, t)) / (1.0 - tf.pow(0.9, t))
+
+
+def test_scalar_chain_folds_into_its_only_consumer():
+    t, w, m = np.float32(3.0), R.standard_normal((16, 8)).astype(np.float32), R.standard_normal((16, 8)).astype(np.float32)
+    inputs, routes, runs = compile_both(lambda t, w, m: w - m * _alpha(t), [t, w, m])
+    assert kernels(runs["on"]) == ["NpuElementwise"]
+    (k,) = runs["on"].program.kernels
+    assert "Pow" in k.attrs["program"] and len(k.outputs) == 1
+    np.testing.assert_array_equal(native(runs["on"], inputs)[0], native(runs["off"], inputs)[0])
+
+
+@pytest.mark.parametrize("case", ["two_consumers", "also_an_output"])
+def test_scalar_chain_read_elsewhere_stays_one_kernel(case):
+    # Folding into two consumers would compute it twice; a graph output needs it stored.
+    t = np.float32(5.0)
+    w, m = (R.standard_normal((16, 8)).astype(np.float32) for _ in range(2))
+    b = R.standard_normal((8,)).astype(np.float32)
+    if case == "two_consumers":
+        def f(t, w, m, b):
+            a = _alpha(t)
+            return w - m * a, tf.exp(b) * a
+    else:
+        def f(t, w, m, b):
+            a = _alpha(t)
+            return w - m * a + b, a
+    inputs, routes, runs = compile_both(f, [t, w, m, b])
+    fused = [k for k in runs["on"].program.kernels if k.kernel == "NpuElementwise"]
+    scalar = [k for k in fused if "Pow" in k.attrs["program"]]
+    assert len(scalar) == 1 and len(fused) == (3 if case == "two_consumers" else 2)
+    for a, e in zip(native(runs["on"], inputs), native(runs["off"], inputs)):
+        np.testing.assert_array_equal(a, e)
+
+
+# --- integer math: exact, single elements only -------------------------------------------------
+
+@pytest.mark.parametrize("itype", [np.int32, np.int64])
+def test_integer_instructions_wrap_exactly_at_the_extremes(itype):
+    info = np.iinfo(itype)
+    I, B, F = dt.from_numpy(np.dtype(itype)), dt.DT_BOOL, dt.DT_FLOAT
+    for a, b in [(info.max, 1), (info.min, -1), (info.min, info.max), (2**24 + 1, 3), (-7, 0)]:
+        xs = [np.array(a, itype), np.array(b, itype), np.zeros((2, 3), np.float32)]
+        program = ("AddV2 r0 r1;Sub r0 r1;Mul r0 r1;Neg r0;Maximum r0 r1;Minimum r0 r1;Less r0 r1;"
+                   "Cast r3;Cast r5;AddV2 r10 r2")
+        dtypes = [I] * 6 + [B, F, dt.DT_INT32 if itype == np.int64 else dt.DT_INT64, F]
+        results = [3, 4, 5, 6, 7, 8, 9, 10, 11, 12]
+        attrs = {"program": program, "dtypes": [int(d) for d in dtypes], "results": results}
+        out_dtypes = [dt.numpy_dtype(dtypes[r - 3]) for r in results]
+        got = run_kernel("NpuElementwise", xs, [(t, (2, 3)) for t in out_dtypes], attrs)
+        want = ops.evaluate(ops.get("NpuElementwise"), xs, attrs, [dtypes[r - 3] for r in results])
+        own = [run_kernel(op, [xs[0], xs[1]], [(itype, ())])[0] for op in ("AddV2", "Sub", "Mul")]
+        x, y = np.array(a, itype), np.array(b, itype)
+        with np.errstate(over="ignore"):
+            exact = [x + y, x - y, x * y, -x]          # numpy wraps as TF does
+        for g, w, t in zip(got, want, out_dtypes):
+            assert g.dtype == np.dtype(t)
+            np.testing.assert_array_equal(g, np.broadcast_to(w, (2, 3)))
+        for g, o in zip(got[:3], own):
+            np.testing.assert_array_equal(g, np.broadcast_to(o, (2, 3)))
+        for g, e in zip(got[:4], exact):
+            np.testing.assert_array_equal(g, np.broadcast_to(e, (2, 3)))
+        np.testing.assert_array_equal(got[7], np.full((2, 3), np.float32(exact[0])))   # exact Cast
+        np.testing.assert_array_equal(got[9], got[7])
+
+
+def test_integer_math_on_more_than_one_element_is_refused():
+    attrs = {"program": "Neg r0", "dtypes": [dt.DT_INT64], "results": [1]}
+    with pytest.raises(Exception, match="single-element operands"):
+        run_kernel("NpuElementwise", [np.arange(4, dtype=np.int64)], [(np.int64, (4,))], attrs)
+    bad = {"program": "Neg r0", "dtypes": [dt.DT_FLOAT], "results": [1]}
+    with pytest.raises(Exception, match="integers may only be Cast to float32"):
+        run_kernel("NpuElementwise", [np.array(3, np.int64)], [(np.float32, ())], bad)
+
+
+def test_step_counter_increment_fuses_into_the_update():
+    # Keras' Adam: local_step = cast(iterations + 1, float32) feeds the bias correction.
+    it = np.array(41, np.int64)
+    w, m = (R.standard_normal((16, 8)).astype(np.float32) for _ in range(2))
+    counts = R.integers(0, 5, (16, 8)).astype(np.int64)
+
+    def f(it, w, m, counts):
+        t = tf.cast(it + 1, tf.float32)
+        return w - m * _alpha(t), counts + 1       # per-element integer math is not fused
+
+    inputs, routes, runs = compile_both(f, [it, w, m, counts])
+    on = kernels(runs["on"])
+    assert on.count("NpuElementwise") == 1 and on.count("AddV2") == 1
+    for a, e in zip(native(runs["on"], inputs), native(runs["off"], inputs)):
+        np.testing.assert_array_equal(a, e)
+
+
+@pytest.mark.parametrize("itype", [np.int32, np.int64])
+def test_scalar_integer_chain_is_one_kernel_with_an_integer_output(itype):
+    it = np.array(np.iinfo(itype).max - 1, itype)        # wraps around like TF's own kernels
+
+    def f(it):
+        return tf.maximum((it + 1) * 3 - it, -it)
+
+    inputs, routes, runs = compile_both(f, [it])
+    assert kernels(runs["on"]) == ["NpuElementwise"]
+    got = native(runs["on"], inputs)[0]
+    assert got.dtype == itype
+    np.testing.assert_array_equal(got, native(runs["off"], inputs)[0])
+    np.testing.assert_array_equal(got, f(tf.constant(it)).numpy())
+
+
+# --- sibling groups that read the same value ---------------------------------------------------
+
+def test_sibling_chains_reading_one_gradient_become_one_kernel():
+    # Adam's moment updates: (g - m) * 0.1 and (g^2 - v) * 0.001 both read g.
+    g, m, v = (R.standard_normal((16, 8)).astype(np.float32) for _ in range(3))
+
+    def f(g, m, v):
+        return (g - m) * 0.1, (tf.square(g) - v) * 0.001
+
+    inputs, routes, runs = compile_both(f, [g, m, v])
+    assert kernels(runs["on"]) == ["NpuElementwise"]
+    assert len(runs["on"].program.kernels[0].outputs) == 2
+    for a, e in zip(native(runs["on"], inputs), native(runs["off"], inputs)):
+        np.testing.assert_array_equal(a, e)
+
+
+@pytest.mark.parametrize("case", ["dependent", "other_shape"])
+def test_siblings_that_depend_on_each_other_or_differ_in_shape_stay_apart(case):
+    g = R.standard_normal((16, 8)).astype(np.float32)
+    if case == "dependent":     # the second chain reads the first through a Sum: no cycle allowed
+        def f(g):
+            a = tf.exp(g) * 2.0
+            return a, tf.tanh(g) * 3.0 + tf.reduce_sum(a)
+    else:                       # g also read by a chain of a broadcast shape
+        def f(g):
+            return tf.exp(g) * 2.0, tf.tanh(g * tf.constant(R.standard_normal((4, 1, 1)), tf.float32)) * 3.0
+    inputs, routes, runs = compile_both(f, [g])
+    assert kernels(runs["on"]).count("NpuElementwise") == 2
+    for a, e in zip(native(runs["on"], inputs), native(runs["off"], inputs)):
+        np.testing.assert_array_equal(a, e)
+
+
+def test_float16_overflow_and_nan_intermediates_give_the_unfused_bits():
+    # The fast float16 rounding hands tiles with infinities/NaNs to the storing path, which
+    # raises the float status and saturates exactly as the op's own kernel does.
+    rng = np.random.default_rng(12)
+    x = (rng.standard_normal((3, 333)) * 400).astype(np.float16)
+    y = (rng.standard_normal((3, 333)) * 400).astype(np.float16)
+    x[0, 5], x[2, 300] = np.nan, np.inf
+    program = "Mul r0 r1;Sub r2 r2;Mul r2 r0"
+    got = run_kernel("NpuElementwise", [x, y], [(np.float16, (3, 333))] * 3,
+                     {"program": program, "dtypes": [dt.DT_HALF] * 3, "results": [2, 3, 4]})
+    want = run_unfused([x, y], [("Mul", [0, 1], {}), ("Sub", [2, 2], {}), ("Mul", [2, 0], {})])
+    big = np.abs(x.astype(np.float32) * y.astype(np.float32)) > 65504
+    assert big.sum() > 10 and np.isnan(want[3].astype(np.float32)).any()   # overflowed (saturated or inf)
+    for g, w in zip(got, want[2:]):
+        np.testing.assert_array_equal(g.view(np.uint16), w.view(np.uint16))

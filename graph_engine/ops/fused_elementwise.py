@@ -9,10 +9,13 @@ Kernel attrs:
     dtypes     int list: the DataType of each instruction's result; float16/bfloat16 results
                are rounded to that type as the unfused op would store them, bool ones are 0/1
     results    int list: the register each output stores
-Every value is computed in float32 (inputs broadcast, NumPy rules, to the output shape, which
-all outputs share); inputs are float32/float16/bfloat16/bool, or int32/int64 read only by a
-Cast to float32. The reference below interprets the same program with the TF ops' own numpy
-references, so it is the specification of the C++ kernel (kernels/fused_elementwise.cc).
+Values are computed in float32 (inputs broadcast, NumPy rules, to the output shape, which all
+outputs share); inputs are float32/float16/bfloat16/bool or int32/int64. Integers are exact in
+float32 only through a Cast to float32, so any other instruction on integers is integer math
+(INT_OPS, all operands integer registers, wrap-around as TF's kernels) and only on
+single-element values: an optimizer's step counter, computed once per run. The reference below
+interprets the same program with the TF ops' own numpy references, so it is the specification
+of the C++ kernel (kernels/fused_elementwise.cc).
 """
 import numpy as np
 
@@ -35,9 +38,11 @@ ARITY = {
     "SelectV2": 3, "Select": 3, "AddN": None,
 }
 VALUE_DTYPES = (dt.DT_FLOAT, dt.DT_HALF, dt.DT_BFLOAT16, dt.DT_BOOL)
-# Integer inputs may only feed a Cast to float32 (an optimizer's step counter): the register
-# then holds float32(x), exactly what the Cast kernel stores.
+# Integer values: a Cast to float32 of them is exact (float32(x), what the Cast kernel stores);
+# INT_OPS on them are integer math (single elements only).
 INT_TO_FLOAT = (dt.DT_INT32, dt.DT_INT64)
+COMPARISONS = ("Equal", "NotEqual", "Greater", "GreaterEqual", "Less", "LessEqual")
+INT_OPS = ("Neg", "Add", "AddV2", "Sub", "Mul", "Maximum", "Minimum", "Cast") + COMPARISONS
 
 
 def parse(program):
@@ -59,6 +64,27 @@ def parse(program):
     return out
 
 
+def _int_op(op, args, dtype):
+    """Integer math on int64 registers, wrapping as TF's kernels do; comparisons give 0/1."""
+    if op not in INT_OPS or dtype not in INT_TO_FLOAT + (dt.DT_BOOL,) \
+            or (op in COMPARISONS) != (dtype == dt.DT_BOOL):
+        raise ValueError(f"NpuElementwise: {op} to {dt.name(dtype)} on integers is not supported; "
+                         f"integer instructions: {', '.join(INT_OPS)}")
+    if any(np.size(a) != 1 for a in args):
+        raise ValueError(f"NpuElementwise: integer {op} needs single-element operands")
+    a = [np.asarray(x, np.int64) for x in args]
+    with np.errstate(over="ignore"):
+        y = {"Neg": lambda: -a[0], "Add": lambda: a[0] + a[1], "AddV2": lambda: a[0] + a[1],
+             "Sub": lambda: a[0] - a[1], "Mul": lambda: a[0] * a[1], "Cast": lambda: a[0],
+             "Maximum": lambda: np.maximum(a[0], a[1]), "Minimum": lambda: np.minimum(a[0], a[1]),
+             "Equal": lambda: a[0] == a[1], "NotEqual": lambda: a[0] != a[1],
+             "Greater": lambda: a[0] > a[1], "GreaterEqual": lambda: a[0] >= a[1],
+             "Less": lambda: a[0] < a[1], "LessEqual": lambda: a[0] <= a[1]}[op]()
+    if dtype == dt.DT_BOOL:
+        return np.asarray(y, np.float32)
+    return np.asarray(y).astype(np.int32 if dtype == dt.DT_INT32 else np.int64).astype(np.int64)
+
+
 def _round(x, dtype):
     if dtype == dt.DT_BOOL:
         return (x != 0).astype(np.float32)
@@ -76,11 +102,18 @@ class NpuElementwise(Op):
 
     def compute(self, xs, attrs):
         shape = broadcast(*[x.shape for x in xs])
-        regs = [np.asarray(x, np.float32) for x in xs]
+        regs = [np.asarray(x, np.int64 if np.asarray(x).dtype.kind in "iu" else np.float32) for x in xs]
         consts = list(attrs.get("constants", ()))
         dtypes = attrs["dtypes"]
         for (op, operands), dtype in zip(parse(attrs["program"]), dtypes):
             args = [regs[i] if kind == "r" else np.float32(consts[i]) for kind, i in operands]
+            integer = all(a.dtype == np.int64 for a in args)
+            if integer and not (op == "Cast" and dtype == dt.DT_FLOAT):
+                regs.append(_int_op(op, args, dtype))
+                continue
+            if any(a.dtype == np.int64 for a in args) and not (op == "Cast" and dtype == dt.DT_FLOAT):
+                raise ValueError(f"NpuElementwise: {op} mixes integer and other operands; integers "
+                                 "may only be Cast to float32 or read by integer instructions")
             if op == "Cast":
                 y = args[0]
             elif op in ("Select", "SelectV2"):

@@ -5,18 +5,24 @@ once, instead of one pass over memory per op. docs/memory.md, "Elementwise chain
 Groups grow in topological order: a node joins the groups of the fusible producers it reads
 (merging them) when that creates no cycle, i.e. no value outside the merged group both
 depends on the group and feeds it. Values of a group that anything outside it reads (a
-non-elementwise op, a graph output) become extra outputs of the fused kernel. Scalar constants
-become immediates of the program. Control edges touching fused nodes are dropped: all compiled
-ops are pure, so they order nothing.
+non-elementwise op, a graph output) become extra outputs of the fused kernel. A group of single
+elements (an optimizer's step-dependent scalars) folds into the one group that reads it, which
+then computes it once per run. Scalar float constants become immediates of the program.
+Control edges touching fused nodes are dropped: all compiled ops are pure, so they order
+nothing.
 """
 import numpy as np
 
 from graph_engine.compiler import dtypes as dt
 from graph_engine.compiler.node import Node
-from graph_engine.ops.fused_elementwise import ARITY, INT_TO_FLOAT, VALUE_DTYPES
+from graph_engine.ops.fused_elementwise import ARITY, COMPARISONS, INT_OPS, INT_TO_FLOAT, VALUE_DTYPES
 
 
-_BOOL_OUT = ("Equal", "NotEqual", "Greater", "GreaterEqual", "Less", "LessEqual")
+_BOOL_OUT = COMPARISONS
+
+
+def _one_element(v):
+    return int(np.prod(v.shape, dtype=np.int64)) == 1
 
 
 def _data_format(node):
@@ -29,13 +35,19 @@ def fusible(node):
     if node.op not in ARITY or len(node.outputs) != 1 or not node.inputs:
         return False
     out = node.outputs[0]
-    if out.shape is None or out.dtype not in VALUE_DTYPES or out.format is not None:
+    if out.shape is None or out.dtype not in VALUE_DTYPES + INT_TO_FLOAT or out.format is not None:
         return False
     if any(v.shape is None or v.format is not None for v in node.inputs):
         return False
-    if node.op == "Cast" and node.inputs[0].dtype in INT_TO_FLOAT:    # int32/int64 -> float32
-        return out.dtype == dt.DT_FLOAT
-    if any(v.dtype not in VALUE_DTYPES for v in node.inputs):
+    if node.op == "Cast" and node.inputs[0].dtype in INT_TO_FLOAT and out.dtype == dt.DT_FLOAT:
+        return True                          # exact: float32(x), as the Cast kernel stores
+    if any(v.dtype in INT_TO_FLOAT for v in node.inputs):
+        # integer math (step counters): exact in the kernel's int64 path, single elements only
+        return (node.op in INT_OPS and all(v.dtype in INT_TO_FLOAT for v in node.inputs)
+                and out.dtype in INT_TO_FLOAT + (dt.DT_BOOL,)
+                and (out.dtype == dt.DT_BOOL) == (node.op in _BOOL_OUT)
+                and _one_element(out) and all(_one_element(v) for v in node.inputs))
+    if out.dtype not in VALUE_DTYPES or any(v.dtype not in VALUE_DTYPES for v in node.inputs):
         return False
     if node.op == "Select":                  # v1's vector condition is not NumPy broadcasting
         return node.inputs[0].shape == out.shape
@@ -50,7 +62,9 @@ def fusible(node):
 
 
 def _scalar_const(v):
-    return v.node.op == "Const" and v.const is not None and np.size(v.const) == 1
+    """An immediate of the program: constants are float32, so integer ones stay inputs."""
+    return (v.node.op == "Const" and v.const is not None and np.size(v.const) == 1
+            and v.dtype in VALUE_DTYPES)
 
 
 def form_groups(g):
@@ -97,8 +111,82 @@ def form_groups(g):
             ext[gid] = {x for x in ext[gid] | preds if group_of.get(x) != gid and x is not n}
         group_of[n] = gid
     position = {n: i for i, n in enumerate(order)}
-    groups = [sorted(ms, key=position.get) for ms in members.values() if len(ms) > 1]
+    groups = _merge_uniform(g, [sorted(ms, key=position.get) for ms in members.values()])
+    groups = _merge_siblings(g, order, groups)
+    groups = [sorted(ms, key=position.get) for ms in groups if len(ms) > 1]
     return _break_cycles(order, groups)
+
+
+def _uniform(group):
+    return all(_one_element(n.outputs[0]) for n in group)
+
+
+def _merge_uniform(g, groups):
+    """Folds a group whose values are single elements (an optimizer's step-dependent scalars)
+    into the one group that reads them when nothing else does: the kernel computes such
+    instructions once per run, and one kernel launch goes away. Nothing outside reads the
+    folded group, so no cycle can form; a group read by two groups (or by anything else) stays
+    its own kernel rather than being computed twice."""
+    users = g.data_consumers()
+    group_of = {n: i for i, ms in enumerate(groups) for n in ms}
+    for i in range(len(groups)):      # group_of follows each fold: chains fold transitively
+        ms = groups[i]
+        if not _uniform(ms):
+            continue
+        readers = {group_of.get(u) for n in ms for u, _ in users.get(n.outputs[0], ())
+                   if group_of.get(u) != i}
+        if len(readers) != 1 or None in readers:
+            continue
+        (j,) = readers
+        if len(ms[0].outputs[0].shape) > max(len(n.outputs[0].shape) for n in groups[j]):
+            continue                             # broadcasting would change the output shape
+        for n in ms:
+            group_of[n] = j
+        groups[j] = groups[j] + ms
+        groups[i] = []
+    return [ms for ms in groups if ms]
+
+
+def _shape(group):
+    return max((n.outputs[0].shape for n in group), key=lambda s: int(np.prod(s, dtype=np.int64)))
+
+
+def _merge_siblings(g, order, groups):
+    """Groups of one shape that read the same full-size value and do not depend on each other
+    fuse, so the value is read once (Adam's m and v updates both read the gradient). Neither
+    may reach the other through any node (data or control edge), so no cycle can form."""
+    succ = {n: set() for n in order}
+    for n in order:
+        for p in {v.node for v in n.inputs} | set(n.control_inputs):
+            succ[p].add(n)
+    group_of = {n: i for i, ms in enumerate(groups) for n in ms}
+
+    def reaches(src, dst):
+        targets, seen, stack = set(groups[dst]), set(groups[src]), list(groups[src])
+        while stack:
+            for s in succ[stack.pop()]:
+                if s in targets:
+                    return True
+                if s not in seen:
+                    seen.add(s)
+                    stack.append(s)
+        return False
+
+    for n in order:
+        for v in n.outputs:
+            if v.node.op == "Const" or v.shape is None:
+                continue
+            readers = sorted({group_of[u] for u in succ[n] if u in group_of and v in u.inputs})
+            readers = [i for i in readers if _shape(groups[i]) == v.shape]
+            base = readers[0] if readers else None
+            for other in readers[1:]:
+                if other == base or reaches(base, other) or reaches(other, base):
+                    continue
+                for m in groups[other]:
+                    group_of[m] = base
+                groups[base] = groups[base] + groups[other]
+                groups[other] = []
+    return [ms for ms in groups if ms]
 
 
 def _break_cycles(order, groups):

@@ -1,14 +1,26 @@
 // NpuElementwise: a fused chain of elementwise ops (graph_engine/ops/fused_elementwise.py has
 // the attrs and the numpy reference) evaluated in one pass over memory.
 //
-// The output index space is cut into tiles of kTile elements; per tile every input is loaded
-// (broadcast) into a float register, the program runs register to register, and the outputs are
-// stored, so intermediates never touch memory. Each instruction uses the same float formula (and
-// the same SIMD math, vector_math.h) as the op's own kernel, and float16/bfloat16/bool results
-// are rounded as that kernel would store them, so results match the unfused graph. A tile is
-// loaded completely before anything is stored, so an output may share an input's buffer.
-// When every input and output has the output's dims and format, storage is processed as flat
-// elements, so the kernel also runs on padded NPU formats (NC1HWC0).
+// The output index space is cut into tiles of kTile elements; per tile every input is had as a
+// float register (float32 contiguous inputs in place, others converted or gathered), the program
+// runs register to register in one tight loop per instruction, and the outputs are stored, so
+// intermediates never touch memory. Registers that are the same everywhere (scalar inputs,
+// constants and instructions on them only) are computed once per run; per-channel inputs are
+// expanded to a repeated row once per run, so tiles need not stop at row ends. Each instruction
+// uses the same float formula (and the same SIMD math, vector_math.h) as the op's own kernel,
+// and float16/bfloat16/bool results are rounded as that kernel would store them, so results
+// match the unfused graph. Integer math (an optimizer's step counter) runs exactly in int64, on
+// single elements only, once per run. A float32 output that shares no bytes with an input is
+// written by its instruction directly; otherwise a tile is computed completely before anything
+// is stored, so an output may share an input's buffer. When every input and output has the
+// output's dims and format, storage is processed as flat elements, so the kernel also runs on
+// padded NPU formats.
+//
+// The element loops must vectorize to be worth fusing: -O2 (the project default) vectorizes
+// only loops without remainder, so this file asks for -O3 (no fast-math: IEEE results stay).
+#pragma GCC optimize("O3")
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -26,7 +38,7 @@ namespace npu {
 namespace kernels {
 namespace {
 
-constexpr int64_t kTile = 256;
+constexpr int64_t kTile = 512;
 constexpr double kSeluScale = 1.0507009873554804934193349852946;
 constexpr double kSeluAlpha = 1.6732632423543772848170429916717;
 
@@ -77,7 +89,44 @@ struct Instr {
   Op op;
   int dtype;                  // of the result: float16/bfloat16 round, bool is 0/1
   std::vector<int> operands;  // >= 0: register; < 0: constant -1 - index
+  bool integer = false;       // integer math on integer registers (single elements only)
 };
+
+bool IsInt(int dtype) { return dtype == kInt32 || dtype == kInt64; }
+
+// Integer math as TF's kernels do it (two's complement wrap-around), in int64, then narrowed
+// to the result dtype; comparisons give 0/1. Only ops that IntOp accepts get here.
+int64_t EvalInt(const Instr& in, const int64_t* a) {
+  auto u = [](int64_t v) { return static_cast<uint64_t>(v); };
+  int64_t r = a[0];
+  switch (in.op) {
+    case Op::kNeg: r = static_cast<int64_t>(0 - u(a[0])); break;
+    case Op::kAdd: r = static_cast<int64_t>(u(a[0]) + u(a[1])); break;
+    case Op::kSub: r = static_cast<int64_t>(u(a[0]) - u(a[1])); break;
+    case Op::kMul: r = static_cast<int64_t>(u(a[0]) * u(a[1])); break;
+    case Op::kMaximum: r = std::max(a[0], a[1]); break;
+    case Op::kMinimum: r = std::min(a[0], a[1]); break;
+    case Op::kEqual: return a[0] == a[1];
+    case Op::kNotEqual: return a[0] != a[1];
+    case Op::kGreater: return a[0] > a[1];
+    case Op::kGreaterEqual: return a[0] >= a[1];
+    case Op::kLess: return a[0] < a[1];
+    case Op::kLessEqual: return a[0] <= a[1];
+    default: break;  // kCast
+  }
+  return in.dtype == kInt32 ? static_cast<int32_t>(static_cast<uint32_t>(r)) : r;
+}
+
+bool IntOp(Op op) {
+  switch (op) {
+    case Op::kNeg: case Op::kAdd: case Op::kSub: case Op::kMul: case Op::kMaximum:
+    case Op::kMinimum: case Op::kEqual: case Op::kNotEqual: case Op::kGreater:
+    case Op::kGreaterEqual: case Op::kLess: case Op::kLessEqual: case Op::kCast:
+      return true;
+    default:
+      return false;
+  }
+}
 
 // y = f(a[, b[, c]]) over one tile, with the formulas of the ops' own kernels.
 void Eval(const Instr& in, const float* const* a, float* y, int64_t m) {
@@ -167,6 +216,26 @@ void Eval(const Instr& in, const float* const* a, float* y, int64_t m) {
 
 // Rounds a tile to what storing it as `dtype` keeps.
 void RoundTo(int dtype, float* y, int64_t m) {
+  if (dtype == kHalf) {
+    // F16C round trip in registers; a tile holding an infinity or NaN then goes through
+    // Store/Load too, which raise the float status and saturate (float_status.h) as the op's
+    // own kernel's store does (rounding again changes nothing).
+    __m128i special = _mm_setzero_si128();
+    const __m128i exponent = _mm_set1_epi16(0x7C00);
+    int64_t i = 0;
+    for (; i + 8 <= m; i += 8) {
+      const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(y + i), _MM_FROUND_TO_NEAREST_INT);
+      special = _mm_or_si128(special, _mm_cmpeq_epi16(_mm_and_si128(h, exponent), exponent));
+      _mm256_storeu_ps(y + i, _mm256_cvtph_ps(h));
+    }
+    bool any = !_mm_testz_si128(special, special);
+    for (; i < m; ++i) {
+      const uint16_t h = FloatToHalf(y[i]);
+      any |= (h & 0x7C00) == 0x7C00;
+      y[i] = HalfToFloat(h);
+    }
+    if (!any) return;
+  }
   if (dtype == kHalf || dtype == kBFloat16) {
     uint16_t tmp[kTile];
     Store<float>(dtype, y, m, tmp);
@@ -176,28 +245,70 @@ void RoundTo(int dtype, float* y, int64_t m) {
   }
 }
 
+// r[i] = float(base[i * stride]) for i < m, with the dtype switch outside the loop; the same
+// conversions as Load<float>.
+void Gather(int dtype, const char* base, int64_t stride, int64_t m, float* r) {
+  auto loop = [&](auto* p, auto convert) {
+    for (int64_t i = 0; i < m; ++i) r[i] = convert(p[i * stride]);
+  };
+  auto as_float = [](auto v) { return static_cast<float>(v); };
+  switch (dtype) {
+    case kFloat: return loop(reinterpret_cast<const float*>(base), as_float);
+    case kHalf: return loop(reinterpret_cast<const uint16_t*>(base), HalfToFloat);
+    case kBFloat16: return loop(reinterpret_cast<const uint16_t*>(base), BFloat16ToFloat);
+    case kBool: return loop(reinterpret_cast<const uint8_t*>(base), [](uint8_t v) { return float(v != 0); });
+    case kInt32: return loop(reinterpret_cast<const int32_t*>(base), as_float);
+    case kInt64: return loop(reinterpret_cast<const int64_t*>(base), as_float);
+  }
+}
+
+// How a tile of an input is had, chosen at Init from its broadcast strides.
+enum class Access {
+  kContiguous,  // the tile is elements [pos, pos + m): float32 is read in place, others converted
+  kUniform,     // one element for every position: loaded once per run
+  kRow,         // varies along the innermost axis only (a per-channel vector): the row repeated
+                // once per run, so tiles may span rows and each tile is a pointer into it
+  kStrided,     // anything else: walked along the innermost axis, one run of it at a time
+};
+
+struct Input {
+  int dtype;
+  int size;       // bytes per element
+  int64_t bytes;  // storage bytes, for the in-place check
+  Access access;
+};
+
 class FusedElementwise : public Kernel {
  public:
   Status Init(const KernelDef& def);
   Status Compute(const KernelArgs& args) const override;
 
  private:
-  // Per-thread tiles: one register per input and instruction, constants splatted once.
-  struct Scratch {
-    std::vector<float> regs, consts;
-    std::vector<const float*> args;
+  // What one run shares among its threads: per register the data of registers that are the
+  // same for every tile (uniform ones splat to a tile, rows expanded; nullptr otherwise), and
+  // per instruction the output it writes straight into (float32 output not overlapping an
+  // input; nullptr otherwise).
+  struct Run {
+    std::vector<const float*> fixed;
+    std::vector<float*> direct;
   };
-  void Tile(const KernelArgs& args, const int64_t* in_off, int64_t out_off, int64_t m,
-            Scratch* scratch) const;
-  size_t max_operands_ = 1;
+  void Tile(const KernelArgs& args, const Run& run, const int64_t* in_off, int64_t pos, int64_t m,
+            float* regs, const float** ptr, const float** a) const;
+  Status Classify();
 
   std::vector<Instr> program_;
-  std::vector<float> constants_;
+  std::vector<bool> uniform_;         // per register: the same value at every position
+  std::vector<int> slot_;             // per register: its tile in the per-thread scratch
+  int slots_ = 0;
+  std::vector<float> constants_;      // each splat to kTile floats
   std::vector<int> outputs_;          // register per output
-  std::vector<int> in_dtypes_, out_dtypes_;
+  std::vector<Input> inputs_;
+  std::vector<int> out_dtypes_;
   Dims dims_;                         // iteration space (merged axes)
   std::vector<Dims> strides_;         // [input][axis], 0 on broadcast axes
   int64_t size_ = 0;
+  bool flat_ = false;                 // no strided input: tiles run over flat positions
+  size_t max_operands_ = 1;
 };
 
 bool IsValueDType(int dtype) {
@@ -211,22 +322,24 @@ Status FusedElementwise::Init(const KernelDef& def) {
   std::vector<int64_t> dtypes, outputs;
   NPU_RETURN_IF_ERROR(def.attrs.IntList("dtypes", &dtypes));
   NPU_RETURN_IF_ERROR(def.attrs.IntList("results", &outputs));
+  std::vector<float> constants;
   if (def.attrs.Has("constants")) {
     const AttrValue& c = def.attrs.values.at("constants");
     if (c.type == AttrValue::kFloatList) {
-      for (double v : c.floats) constants_.push_back(float(v));
+      for (double v : c.floats) constants.push_back(float(v));
     } else if (c.type == AttrValue::kIntList) {
-      for (int64_t v : c.ints) constants_.push_back(float(v));
+      for (int64_t v : c.ints) constants.push_back(float(v));
     } else {
       return Error("attribute 'constants' must be a float list");
     }
   }
+  for (float c : constants) constants_.insert(constants_.end(), kTile, c);
   const int n_in = static_cast<int>(def.inputs.size());
   for (const TensorDesc& d : def.inputs) {
     if (!IsValueDType(d.dtype) && d.dtype != kInt32 && d.dtype != kInt64)
       return Error("input dtype ", DTypeName(d.dtype), " is not supported; supported: float32, float16, bfloat16, bool, "
-                   "and int32/int64 for a Cast to float32");
-    in_dtypes_.push_back(d.dtype);
+                   "int32, int64");
+    inputs_.push_back({d.dtype, DTypeSize(d.dtype), NumElements(StorageDims(d)) * DTypeSize(d.dtype), Access::kStrided});
   }
   // Parse "Op rN kM;Op ..." into instructions.
   std::stringstream all(program);
@@ -240,7 +353,9 @@ Status FusedElementwise::Init(const KernelDef& def) {
     const int index = static_cast<int>(program_.size());
     if (index >= static_cast<int>(dtypes.size())) return Error("attribute 'dtypes' names fewer dtypes than the program has instructions");
     Instr in{it->second.op, static_cast<int>(dtypes[index]), {}};
-    if (!IsValueDType(in.dtype)) return Error("instruction ", index, ": dtype ", DTypeName(in.dtype), " is not supported");
+    if (!IsValueDType(in.dtype) && !IsInt(in.dtype))
+      return Error("instruction ", index, ": dtype ", DTypeName(in.dtype), " is not supported; supported: float32, float16, "
+                   "bfloat16, bool, int32, int64");
     while (words >> operand) {
       int64_t k = -1;
       try {
@@ -248,16 +363,27 @@ Status FusedElementwise::Init(const KernelDef& def) {
       } catch (const std::exception&) {
       }
       if (operand[0] == 'r' && k >= 0 && k < n_in + index) in.operands.push_back(static_cast<int>(k));
-      else if (operand[0] == 'k' && k >= 0 && k < static_cast<int64_t>(constants_.size())) in.operands.push_back(static_cast<int>(-1 - k));
+      else if (operand[0] == 'k' && k >= 0 && k < static_cast<int64_t>(constants.size())) in.operands.push_back(static_cast<int>(-1 - k));
       else return Error("program: bad operand '", operand, "' in '", text, "' (rN: an input or earlier result, kN: a constant)");
     }
     const int arity = it->second.arity;
     if ((arity >= 0 && static_cast<int>(in.operands.size()) != arity) || in.operands.empty())
       return Error("program: '", text, "' has ", in.operands.size(), " operands; ", name, " takes ", arity);
-    for (int id : in.operands)  // integer inputs are exact in float32 only through a Cast
-      if (id >= 0 && id < n_in && (in_dtypes_[id] == kInt32 || in_dtypes_[id] == kInt64) &&
-          (in.op != Op::kCast || in.dtype != kFloat))
-        return Error("program: '", text, "' reads integer input r", id, "; integers may only be Cast to float32");
+    // Integers are exact in float32 registers only through a Cast to float32; anything else on
+    // them is integer math, all of whose operands must be integers.
+    auto int_reg = [&](int id) {
+      return id >= 0 && (id < n_in ? IsInt(inputs_[id].dtype) : program_[id - n_in].integer && IsInt(program_[id - n_in].dtype));
+    };
+    const bool int_operands = std::all_of(in.operands.begin(), in.operands.end(), int_reg);
+    const bool to_float = in.op == Op::kCast && in.dtype == kFloat;
+    in.integer = int_operands && !to_float && IntOp(in.op) && (IsInt(in.dtype) || (in.dtype == kBool && in.op != Op::kCast));
+    constexpr const char* kIntOps = "integer instructions: Neg, Add, AddV2, Sub, Mul, Maximum, Minimum, comparisons, Cast to int32/int64";
+    if (IsInt(in.dtype) && !in.integer)
+      return Error("program: '", text, "' computes ", DTypeName(in.dtype), "; ", kIntOps, ", on integer registers only");
+    for (int id : in.operands)
+      if (int_reg(id) && !in.integer && !to_float)
+        return Error("program: '", text, "' reads integer register r", id,
+                     "; integers may only be Cast to float32 or read by ", kIntOps);
     max_operands_ = std::max(max_operands_, in.operands.size());
     program_.push_back(std::move(in));
   }
@@ -285,7 +411,7 @@ Status FusedElementwise::Init(const KernelDef& def) {
     size_ = NumElements(StorageDims(def.outputs[0]));
     dims_ = {size_};
     strides_.assign(n_in, Dims{1});
-    return Status::Ok();
+    return Classify();
   }
   // Broadcast strides, then merge adjacent axes that every operand walks alike.
   size_ = NumElements(out_dims);
@@ -315,73 +441,214 @@ Status FusedElementwise::Init(const KernelDef& def) {
   }
   dims_ = std::move(dims);
   strides_ = std::move(merged);
+  return Classify();
+}
+
+// Picks each input's access and marks the registers that are uniform (so is an instruction
+// all of whose operands are: it runs once per run, not per tile).
+Status FusedElementwise::Classify() {
+  const int rank = static_cast<int>(dims_.size());
+  Dims dense(rank, 1);
+  for (int a = rank - 2; a >= 0; --a) dense[a] = dense[a + 1] * dims_[a + 1];
+  flat_ = true;
+  for (size_t k = 0; k < inputs_.size(); ++k) {
+    const Dims& s = strides_[k];
+    const bool inner_only = std::all_of(s.begin(), s.end() - 1, [](int64_t v) { return v == 0; });
+    Access& access = inputs_[k].access;
+    if (inner_only && s.back() == 0) access = Access::kUniform;
+    else if (s == dense) access = Access::kContiguous;
+    else if (inner_only && s.back() == 1) access = Access::kRow;
+    else access = Access::kStrided;
+    flat_ = flat_ && access != Access::kStrided;
+  }
+  if (!flat_)  // rows are then walked run by run like the strided inputs
+    for (Input& in : inputs_)
+      if (in.access == Access::kRow) in.access = Access::kStrided;
+  for (const Input& in : inputs_) uniform_.push_back(in.access == Access::kUniform);
+  for (size_t j = 0; j < program_.size(); ++j) {
+    const Instr& in = program_[j];
+    uniform_.push_back(std::all_of(in.operands.begin(), in.operands.end(), [&](int id) { return id < 0 || uniform_[id]; }));
+    if (in.integer && !uniform_.back())  // per-element integer math would need its own registers
+      return Error("instruction ", j, ": integer math needs single-element operands (an optimizer's step counter)");
+  }
+  // Scratch tiles by liveness, so long programs stay in L1: an instruction's tile is free after
+  // its last reader (outputs are stored at the tile's end); a result never shares its operands'
+  // tiles (AddN writes its result before reading its later operands).
+  const int n_in = static_cast<int>(inputs_.size());
+  std::vector<int> last(uniform_.size(), -1);
+  for (size_t j = 0; j < program_.size(); ++j)
+    for (int id : program_[j].operands)
+      if (id >= 0) last[id] = static_cast<int>(j);
+  for (int reg : outputs_) last[reg] = static_cast<int>(program_.size());
+  slot_.assign(uniform_.size(), -1);
+  std::vector<int> free_slots;
+  slots_ = n_in;
+  for (int k = 0; k < n_in; ++k) slot_[k] = k;
+  for (size_t j = 0; j < program_.size(); ++j) {
+    const int reg = n_in + static_cast<int>(j);
+    if (uniform_[reg]) continue;
+    if (free_slots.empty()) free_slots.push_back(slots_++);
+    slot_[reg] = free_slots.back();
+    free_slots.pop_back();
+    if (last[reg] < 0) free_slots.push_back(slot_[reg]);  // read by nothing
+    for (int id : program_[j].operands)
+      if (id >= n_in && last[id] == static_cast<int>(j) && slot_[id] >= 0 &&
+          std::find(free_slots.begin(), free_slots.end(), slot_[id]) == free_slots.end())
+        free_slots.push_back(slot_[id]);
+  }
   return Status::Ok();
 }
 
-void FusedElementwise::Tile(const KernelArgs& args, const int64_t* in_off, int64_t out_off, int64_t m,
-                            Scratch* scratch) const {
-  const size_t n_in = in_dtypes_.size();
-  float* reg = scratch->regs.data();
+void FusedElementwise::Tile(const KernelArgs& args, const Run& run, const int64_t* in_off, int64_t pos,
+                            int64_t m, float* regs, const float** ptr, const float** a) const {
+  const size_t n_in = inputs_.size();
   const int rank = static_cast<int>(dims_.size());
   for (size_t k = 0; k < n_in; ++k) {
-    const int size = DTypeSize(in_dtypes_[k]);
-    const char* base = args.in<char>(static_cast<int>(k)) + in_off[k] * size;
-    const int64_t st = strides_[k][rank - 1];
-    float* r = reg + k * kTile;
+    const Input& in = inputs_[k];
+    float* r = regs + slot_[k] * kTile;
+    if (in.access == Access::kUniform) continue;
+    if (in.access == Access::kRow) {
+      ptr[k] = run.fixed[k] + pos % dims_[rank - 1];
+      continue;
+    }
+    const char* base = args.in<char>(static_cast<int>(k)) + in_off[k] * in.size;
+    const int64_t st = in.access == Access::kContiguous ? 1 : strides_[k][rank - 1];
+    if (st == 1 && in.dtype == kFloat) {
+      ptr[k] = reinterpret_cast<const float*>(base);
+      continue;
+    }
     if (st == 1) {
-      Load<float>(in_dtypes_[k], base, m, r);
+      Load<float>(in.dtype, base, m, r);
     } else if (st == 0) {
-      Load<float>(in_dtypes_[k], base, 1, r);
+      Load<float>(in.dtype, base, 1, r);
       std::fill(r + 1, r + m, r[0]);
     } else {
-      for (int64_t i = 0; i < m; ++i) Load<float>(in_dtypes_[k], base + i * st * size, 1, r + i);
+      Gather(in.dtype, base, st, m, r);
     }
+    ptr[k] = r;
   }
   for (size_t j = 0; j < program_.size(); ++j) {
+    const size_t reg = n_in + j;
+    if (uniform_[reg]) continue;
     const Instr& in = program_[j];
     for (size_t o = 0; o < in.operands.size(); ++o) {
       const int id = in.operands[o];
-      scratch->args[o] = id >= 0 ? reg + id * kTile : scratch->consts.data() + (-1 - id) * kTile;
+      a[o] = id >= 0 ? ptr[id] : constants_.data() + (-1 - id) * kTile;
     }
-    float* y = reg + (n_in + j) * kTile;
-    Eval(in, scratch->args.data(), y, m);
+    float* y = run.direct[j] ? run.direct[j] + pos : regs + slot_[reg] * kTile;
+    Eval(in, a, y, m);
     RoundTo(in.dtype, y, m);
+    ptr[reg] = y;
   }
   for (size_t j = 0; j < outputs_.size(); ++j) {
+    const int reg = outputs_[j];
+    if (run.direct[reg - n_in] == args.out<float>(static_cast<int>(j)) || IsInt(out_dtypes_[j])) continue;  // written
     const int size = DTypeSize(out_dtypes_[j]);
-    Store<float>(out_dtypes_[j], reg + outputs_[j] * kTile, m, args.out<char>(static_cast<int>(j)) + out_off * size);
+    Store<float>(out_dtypes_[j], ptr[reg], m, args.out<char>(static_cast<int>(j)) + pos * size);
   }
 }
 
 Status FusedElementwise::Compute(const KernelArgs& args) const {
+  if (size_ == 0) return Status::Ok();
   const int rank = static_cast<int>(dims_.size());
-  const size_t n_in = in_dtypes_.size();
-  const int64_t cost = 2 * static_cast<int64_t>(program_.size() + n_in);
+  const size_t n_in = inputs_.size(), n_regs = uniform_.size();
+  // Uniform registers once (a tile of copies each), rows expanded to row + kTile elements.
+  Run run;
+  run.fixed.assign(n_regs, nullptr);
+  run.direct.assign(program_.size(), nullptr);
+  std::vector<std::vector<float>> shared;
+  std::vector<int64_t> ival(n_regs, 0);   // integer registers (all uniform)
+  auto splat = [&](int reg, float* first) {
+    std::fill(first + 1, first + kTile, first[0]);
+    run.fixed[reg] = first;
+  };
+  for (size_t k = 0; k < n_in; ++k) {
+    const Input& in = inputs_[k];
+    if (in.access == Access::kUniform) {
+      shared.emplace_back(kTile);
+      Load<float>(in.dtype, args.in(static_cast<int>(k)), 1, shared.back().data());
+      if (IsInt(in.dtype)) Load<int64_t>(in.dtype, args.in(static_cast<int>(k)), 1, &ival[k]);
+      splat(static_cast<int>(k), shared.back().data());
+    } else if (in.access == Access::kRow) {
+      const int64_t len = dims_[rank - 1];
+      shared.emplace_back(len + kTile);
+      float* row = shared.back().data();
+      Load<float>(in.dtype, args.in(static_cast<int>(k)), len, row);
+      for (int64_t i = len; i < len + kTile; ++i) row[i] = row[i - len];
+      run.fixed[k] = row;
+    }
+  }
+  std::vector<const float*> a(max_operands_);
+  for (size_t j = 0; j < program_.size(); ++j) {
+    if (!uniform_[n_in + j]) continue;
+    const Instr& in = program_[j];
+    for (size_t o = 0; o < in.operands.size(); ++o) {
+      const int id = in.operands[o];
+      a[o] = id >= 0 ? run.fixed[id] : constants_.data() + (-1 - id) * kTile;
+    }
+    shared.emplace_back(kTile);
+    if (in.integer) {  // the float view is what a Cast to float32 reads
+      int64_t operands[2];
+      for (size_t o = 0; o < in.operands.size(); ++o) operands[o] = ival[in.operands[o]];
+      ival[n_in + j] = EvalInt(in, operands);
+      shared.back()[0] = static_cast<float>(ival[n_in + j]);
+    } else {
+      Eval(in, a.data(), shared.back().data(), 1);
+      RoundTo(in.dtype, shared.back().data(), 1);
+    }
+    splat(static_cast<int>(n_in + j), shared.back().data());
+  }
+  for (size_t j = 0; j < outputs_.size(); ++j) {  // integer outputs are uniform: fill them now
+    if (!IsInt(out_dtypes_[j])) continue;
+    std::vector<int64_t> value(size_, ival[outputs_[j]]);
+    Store<int64_t>(out_dtypes_[j], value.data(), size_, args.out(static_cast<int>(j)));
+  }
+  // A float32 output that shares no byte with an input is written by its instruction directly.
+  for (size_t j = 0; j < outputs_.size(); ++j) {
+    const int reg = outputs_[j];
+    float* out = args.out<float>(static_cast<int>(j));
+    if (out_dtypes_[j] != kFloat || uniform_[reg] || run.direct[reg - n_in]) continue;
+    const char* lo = reinterpret_cast<const char*>(out);
+    const char* hi = lo + size_ * sizeof(float);
+    bool overlap = false;
+    for (size_t k = 0; k < n_in && !overlap; ++k) {
+      const char* in = args.in<char>(static_cast<int>(k));
+      overlap = in < hi && lo < in + inputs_[k].bytes;
+    }
+    if (!overlap) run.direct[reg - n_in] = out;
+  }
+  const int64_t cost = 2 * static_cast<int64_t>(n_regs);
   ParallelFor(size_, cost, [&](int64_t begin, int64_t end) {
+    std::vector<float> regs(slots_ * kTile);
+    std::vector<const float*> ptr = run.fixed, operands(max_operands_);
+    std::vector<int64_t> off(n_in, 0), tile_off(n_in);
+    if (flat_) {
+      for (int64_t pos = begin; pos < end; pos += kTile) {
+        std::fill(tile_off.begin(), tile_off.end(), pos);
+        Tile(args, run, tile_off.data(), pos, std::min(kTile, end - pos), regs.data(), ptr.data(),
+             operands.data());
+      }
+      return;
+    }
     // Walk [begin, end) in runs along the innermost axis, each cut into tiles.
-    std::vector<int64_t> index(rank), off(n_in, 0);
+    std::vector<int64_t> index(rank);
     int64_t rest = begin;
     for (int a = rank - 1; a >= 0; --a) {
       index[a] = rest % dims_[a];
       rest /= dims_[a];
       for (size_t k = 0; k < n_in; ++k) off[k] += index[a] * strides_[k][a];
     }
-    std::vector<int64_t> tile_off(n_in);
-    Scratch scratch;
-    scratch.regs.resize((n_in + program_.size()) * kTile);
-    scratch.args.resize(max_operands_);
-    for (float c : constants_) scratch.consts.insert(scratch.consts.end(), kTile, c);
     int64_t pos = begin;
     while (pos < end) {
-      const int64_t run = std::min(dims_[rank - 1] - index[rank - 1], end - pos);
-      for (int64_t s = 0; s < run; s += kTile) {
-        const int64_t m = std::min(kTile, run - s);
+      const int64_t len = std::min(dims_[rank - 1] - index[rank - 1], end - pos);
+      for (int64_t s = 0; s < len; s += kTile) {
         for (size_t k = 0; k < n_in; ++k) tile_off[k] = off[k] + s * strides_[k][rank - 1];
-        Tile(args, tile_off.data(), pos + s, m, &scratch);
+        Tile(args, run, tile_off.data(), pos + s, std::min(kTile, len - s), regs.data(), ptr.data(),
+             operands.data());
       }
-      pos += run;
-      for (size_t k = 0; k < n_in; ++k) off[k] += run * strides_[k][rank - 1];
-      index[rank - 1] += run;
+      pos += len;
+      for (size_t k = 0; k < n_in; ++k) off[k] += len * strides_[k][rank - 1];
+      index[rank - 1] += len;
       for (int a = rank - 1; a > 0 && index[a] == dims_[a]; --a) {  // carry
         for (size_t k = 0; k < n_in; ++k) off[k] += strides_[k][a - 1] - dims_[a] * strides_[k][a];
         index[a] = 0;
