@@ -140,6 +140,13 @@ CONV_CASES = [  # input NHWC, filter HWIO, strides, padding, dilations
     ((1, 9, 8, 20), (3, 3, 20, 17), 2, "VALID", 1),
     ((2, 6, 6, 16), (1, 1, 16, 33), 1, "SAME", 1),
     ((1, 10, 10, 5), (3, 3, 5, 4), 1, "SAME", 2),
+    # >= 128 output pixels (the compact im2col; fewer: per-block GEMMs): two C1 blocks, one
+    # partly real; 1x1; dilated; strided SAME; several row blocks that straddle images
+    ((2, 12, 12, 20), (3, 3, 20, 24), 1, "SAME", 1),
+    ((2, 10, 10, 16), (1, 1, 16, 33), 1, "SAME", 1),
+    ((2, 10, 10, 5), (3, 3, 5, 4), 1, "SAME", 2),
+    ((2, 17, 17, 18), (3, 3, 18, 16), 2, "SAME", 1),
+    ((4, 40, 40, 3), (3, 3, 3, 32), 1, "SAME", 1),
 ]
 
 
@@ -160,7 +167,31 @@ def test_conv2d_5hd_on_an_empty_batch():
     assert got.shape == (0, 4, 4, 5)
 
 
-@pytest.mark.parametrize("activation", ["", "Relu", "Relu6", "Sigmoid"])
+@pytest.mark.parametrize("xs", [(2, 9, 9, 5), (1, 3, 3, 21)], ids=["compact", "per_block"])
+def test_conv2d_5hd_ignores_nan_in_input_padding_lanes(xs):
+    """NC1HWC0 padding lanes are unspecified (docs/layouts.md): NaN there must not reach the
+    output, neither through the compact im2col (>= 128 output pixels) nor per-block GEMMs."""
+    x, w = random(xs, seed=10), random((3, 3, xs[-1], 6), seed=11)
+    storage = layout.pack(x, NC1HWC0).copy()
+    storage[:, -1, ..., xs[-1] % 16:] = np.nan
+    attrs = dict(strides=[1, 1, 1, 1], padding="SAME", data_format="NHWC")
+    ref = tf_cpu("Conv2D", input=x, filter=w, **attrs)
+    g = GraphBuilder("Conv2D")
+    sin, win = g.input(np.float32, storage.shape), g.input(np.float32, w.shape)
+    xv = padded_value(g, np.float32, xs, NC1HWC0)
+    raw = len(g.values)              # the storage of xv seen as ND, written by Neg
+    g.values.append(mf.Value(dt_enum(np.float32), storage.shape, g.values[xv].nbytes,
+                             mf.Kind.ARENA, g.values[xv].where, ND))
+    g.kernel("Neg", [sin], [raw])
+    y = padded_value(g, np.float32, ref.shape, NC1HWC0)
+    g.kernel("Conv2D", [xv, to_format(g, win, np.float32, w.shape, FRACTAL_Z)], [y], **attrs)
+    out = g.output(np.float32, ref.shape)
+    g.kernel("TransData", [y], [out], T=1, src_format=int(NC1HWC0), dst_format=0)
+    got = g.load().run([-storage, w])[0]
+    assert_float_close(got, ref, np.float32)
+
+
+@pytest.mark.parametrize("activation", ["", "Relu", "Relu6", "Sigmoid", "Elu", "Swish"])
 def test_fused_conv2d_5hd_matches_the_nd_fused_kernel(activation):
     x, w = random((2, 8, 8, 12), seed=6), random((3, 3, 12, 19), seed=7)
     b, r = random((19,), seed=8), random((2, 8, 8, 19), seed=9)
@@ -183,12 +214,16 @@ def test_depthwise_5hd_matches_tf(xs, k, s, pad, dtype):
     assert_float_close(got, ref, dtype)
 
 
-def test_fused_depthwise_5hd_matches_the_nd_fused_kernel():
+@pytest.mark.parametrize("activation,has_residual", [("Relu6", False), ("Relu", True), ("", True),
+                                                     ("Swish", True)])
+def test_fused_depthwise_5hd_matches_the_nd_fused_kernel(activation, has_residual):
     x, w, b = random((2, 7, 7, 24), seed=12), random((3, 3, 24, 1), seed=13), random((24,), seed=14)
+    r = random((2, 4, 4, 24), seed=15)
     attrs = dict(strides=[1, 2, 2, 1], padding="SAME", data_format="NHWC", has_bias=True,
-                 has_residual=False, activation="Relu6", alpha=0.2)
-    ref = nd("NpuFusedDepthwiseConv2D", [x, w, b], np.float32, (2, 4, 4, 24), **attrs)
-    got = run_5hd("NpuFusedDepthwiseConv2D", [x, w, b], [NC1HWC0, ND, ND], np.float32, (2, 4, 4, 24), **attrs)
+                 has_residual=has_residual, activation=activation, alpha=0.2)
+    ins, formats = [x, w, b] + [r] * has_residual, [NC1HWC0, ND, ND] + [NC1HWC0] * has_residual
+    ref = nd("NpuFusedDepthwiseConv2D", ins, np.float32, (2, 4, 4, 24), **attrs)
+    got = run_5hd("NpuFusedDepthwiseConv2D", ins, formats, np.float32, (2, 4, 4, 24), **attrs)
     assert_float_close(got, ref, np.float32)
 
 

@@ -71,26 +71,41 @@ class Graph:
 
     def topo_order(self):
         """Nodes producers-first (data and control edges), stable in insertion order."""
-        pending = {n: len({v.node for v in n.inputs} | set(n.control_inputs))
-                   for n in self.nodes.values()}
-        succ = collections.defaultdict(set)
-        for n in self.nodes.values():
-            for p in {v.node for v in n.inputs} | set(n.control_inputs):
-                succ[p].add(n)
-        position = {n: i for i, n in enumerate(self.nodes.values())}
-        ready = [n for n, k in pending.items() if k == 0]
-        heap = [(position[n], n.name) for n in ready]
-        heapq.heapify(heap)
+        nodes = list(self.nodes.values())
+        # Usually insertion order already is producers-first, and then it is the answer (the
+        # smallest-position ready node is always the next one): one linear check.
+        if self._in_insertion_order():
+            return nodes
+        position = {n: i for i, n in enumerate(nodes)}
+        pending, succ = {}, collections.defaultdict(list)
+        for n in nodes:
+            preds = {v.node for v in n.inputs}
+            preds.update(n.control_inputs)
+            pending[n] = len(preds)
+            for p in preds:
+                succ[p].append(n)
+        heap = [i for i, n in enumerate(nodes) if pending[n] == 0]   # sorted: a heap already
         order = []
         while heap:
-            _, name = heapq.heappop(heap)
-            n = self.nodes[name]
+            n = nodes[heapq.heappop(heap)]
             order.append(n)
             for s in succ[n]:
                 pending[s] -= 1
                 if pending[s] == 0:
-                    heapq.heappush(heap, (position[s], s.name))
-        if len(order) != len(self.nodes):
+                    heapq.heappush(heap, position[s])
+        if len(order) != len(nodes):
             stuck = sorted(n.name for n, k in pending.items() if k > 0)[:5]
             raise CompileError(f"graph has a cycle through {stuck}")
         return order
+
+    def _in_insertion_order(self):
+        seen = set()
+        for n in self.nodes.values():
+            for v in n.inputs:
+                if v.node not in seen:
+                    return False
+            for p in n.control_inputs:
+                if p not in seen:
+                    return False
+            seen.add(n)
+        return True

@@ -44,10 +44,10 @@ def switches_of(options):
 
 def _check_graph(c, name):
     """A pass must not leave inputs pointing at removed nodes: catch it where it happens."""
-    g = c.graph
-    for n in g:
+    nodes = c.graph.nodes
+    for n in nodes.values():
         for v in n.inputs:
-            if g.nodes.get(v.node.name) is not v.node:
+            if nodes.get(v.node.name) is not v.node:
                 raise CompileError(f"internal error: compiler pass {name!r} left input {v.ref} "
                                    f"of node {n.name!r} pointing at a removed node")
 

@@ -45,6 +45,22 @@ def op_def(op_type, library=None):
     return found
 
 
+_defaults_of = {}       # id(OpDef) -> (OpDef, its attr defaults): the OpDef keeps its id unique
+
+
+def _defaults(od):
+    """The attr defaults of OpDef `od` as Python values, converted once per OpDef (TF's
+    registry returns the same OpDef object for an op every time)."""
+    cached = _defaults_of.get(id(od))
+    if cached is None or cached[0] is not od:
+        cached = (od, {a.name: attr_util.to_python(a.default_value) for a in od.attr
+                       if a.HasField("default_value")})
+        if len(_defaults_of) > 4096:         # function-library OpDefs come and go with graphs
+            _defaults_of.clear()
+        _defaults_of[id(od)] = cached
+    return cached[1]
+
+
 def _expand(args, attrs, defaults):
     def attr(name):
         if name in attrs:
@@ -74,8 +90,7 @@ def signature(op_type, attrs, library=None):
     od = op_def(op_type, library)
     if od is None:
         return None
-    defaults = {a.name: attr_util.to_python(a.default_value) for a in od.attr
-                if a.HasField("default_value")}
+    defaults = _defaults(od)
     in_names, in_types, in_attrs, ref_in = _expand(od.input_arg, attrs, defaults)
     _, out_types, out_attrs, ref_out = _expand(od.output_arg, attrs, defaults)
     return Signature(in_names, in_types, out_types, ref_in or ref_out, in_attrs, out_attrs)

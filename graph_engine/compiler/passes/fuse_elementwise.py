@@ -11,6 +11,7 @@ then computes it once per run. Scalar float constants become immediates of the p
 Control edges touching fused nodes are dropped: all compiled ops are pure, so they order
 nothing.
 """
+import math
 import numpy as np
 
 from graph_engine.compiler import dtypes as dt
@@ -22,7 +23,7 @@ _BOOL_OUT = COMPARISONS
 
 
 def _one_element(v):
-    return int(np.prod(v.shape, dtype=np.int64)) == 1
+    return math.prod(v.shape) == 1
 
 
 def _data_format(node):
@@ -148,7 +149,7 @@ def _merge_uniform(g, groups):
 
 
 def _shape(group):
-    return max((n.outputs[0].shape for n in group), key=lambda s: int(np.prod(s, dtype=np.int64)))
+    return max((n.outputs[0].shape for n in group), key=math.prod)
 
 
 def _merge_siblings(g, order, groups):

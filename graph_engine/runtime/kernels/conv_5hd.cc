@@ -1,12 +1,21 @@
 // Conv2D / NpuFusedConv2D on NC1HWC0 activations with FRACTAL_Z filters (docs/layouts.md).
 //
-// The contraction axis is ordered (c1, kh, kw, c0), FRACTAL_Z's block order: each im2col row
-// gathers C0-lane runs straight from the 5HD input. Padding lanes of the input (unspecified)
-// are zeroed in the im2col rows; FRACTAL_Z padding is zero (only TransData writes FRACTAL_Z,
-// docs/layouts.md), so padding never reaches a real output. The epilogue (bias, residual,
-// activation) runs on each C0-lane run as it is stored into the 5HD output.
+// The contraction axis is ordered (c1, kh, kw, c0), FRACTAL_Z's block order, so im2col rows
+// gather C0-lane runs straight from the 5HD input. Two forms of it:
+//  * compact (the usual case): only real input channels enter the contraction, so a 3-channel
+//    input contracts over 3 lanes per tap, not 16; the filter is gathered once per call into a
+//    dense [Cout padded, K] matrix (the GEMM's transposed operand) without its padding lanes:
+//    K * N moves in C0-lane runs, little next to the pixels * K * N multiply-adds; no padding
+//    lane of the input is ever read;
+//  * per block (a few output pixels, where that gather would cost as much as the GEMM): one
+//    small GEMM per FRACTAL_Z block reading it in place as a transposed [N, C0] operand, with
+//    the input's padding lanes zeroed in the im2col rows (they are unspecified; FRACTAL_Z
+//    padding is zero, so nothing from them reaches a real output).
+// The GEMM result of a row block is stored with the epilogue (bias, residual, activation)
+// straight into the 5HD output, one image's run of pixels per C1 block.
 #include <cstring>
 #include <memory>
+#include <vector>
 
 #include "kernels/epilogue.h"
 #include "kernels/float_io.h"
@@ -18,34 +27,47 @@ namespace npu {
 namespace kernels {
 namespace {
 
-constexpr int64_t kColsBlockFloats = 1 << 17;   // im2col floats per block: fits in cache
-constexpr int64_t kPerBlockPixels = 64;         // below: per-block GEMMs, no filter transpose
+constexpr int64_t kC0 = kFloatC0;
+constexpr int64_t kColsBlockFloats = 1 << 18;   // im2col + result floats per block: fit in L2
+constexpr int64_t kPerBlockPixels = 128;        // below: per-block GEMMs, no filter gather (measured)
+
+// Per-thread scratch reused across calls (slot 0: im2col rows, 1: GEMM results): the buffers
+// are about the same size every call, and fresh ones that large would be fresh pages to fault
+// in each time.
+float* Scratch(int slot, int64_t floats) {
+  thread_local std::vector<float> buffers[2];
+  std::vector<float>& b = buffers[slot];
+  if (static_cast<int64_t>(b.size()) < floats) b.resize(floats);
+  return b.data();
+}
 
 class Conv5hdKernel : public Kernel {
  public:
   Conv5hdKernel(Window2D g, Nc1hwc0 x, Nc1hwc0 y, int dtype, Epilogue ep)
-      : g_(g), x_(x), y_(y), dtype_(dtype), ep_(ep) {}
+      : g_(g), x_(x), y_(y), dtype_(dtype), ep_(ep), act_(ep) {
+    act_.has_bias = act_.has_residual = false;
+  }
 
   Status Compute(const KernelArgs& args) const override {
-    const int64_t c0 = x_.c0, k = K(), np = y_.c1 * y_.c0, blocks_k = k / c0;
-    FloatIn x(dtype_, args.in(0), x_.size());
-    FloatIn fz(dtype_, args.in(1), k * np);
+    const int64_t taps = g_.kh * g_.kw, np = y_.c1 * kC0, blocks_k = x_.c1 * taps;
     const int64_t pixels = g_.n * g_.oh * g_.ow;
-    // Few output pixels: one small GEMM per FRACTAL_Z block, reading the [np, c0] block as
-    // a transposed operand. Otherwise the filter is transposed once into a dense [k, np]
-    // matrix for one large GEMM per row block (the transpose costs k * np moves, nothing
-    // next to pixels * k * np multiply-adds).
     const bool per_block = pixels < kPerBlockPixels;
-    std::unique_ptr<float[]> w;                  // scratch: every element is written before use
+    const int64_t k = per_block ? blocks_k * kC0 : x_.c * taps;   // contraction length
+    FloatIn x(dtype_, args.in(0), x_.size());
+    FloatIn fz(dtype_, args.in(1), blocks_k * np * kC0);
+    std::unique_ptr<float[]> w;                  // compact filter [np, k]; all of it is written
     if (!per_block) {
-      w.reset(new float[k * np]);
-      ParallelFor(blocks_k, np * c0, [&](int64_t b0, int64_t b1) {
-        for (int64_t b = b0; b < b1; ++b)      // contiguous writes; the block stays in cache
-          for (int64_t l = 0; l < c0; ++l) {
-            const float* src = fz.data() + b * np * c0 + l;
-            float* dst = w.get() + (b * c0 + l) * np;
-            for (int64_t n = 0; n < np; ++n) dst[n] = src[n * c0];
+      w.reset(new float[np * k]);
+      ParallelFor(blocks_k, np * kC0, [&](int64_t b0, int64_t b1) {
+        for (int64_t b = b0; b < b1; ++b) {      // FRACTAL_Z block (c1, kh, kw): [np, C0]
+          const int64_t c1 = b / taps, real = x_.valid(c1);
+          const float* src = fz.data() + b * np * kC0;
+          float* dst = w.get() + c1 * taps * kC0 + b % taps * real;
+          for (int64_t n = 0; n < np; ++n, src += kC0, dst += k) {
+            if (real == kC0) std::memcpy(dst, src, kC0 * sizeof(float));
+            else std::memcpy(dst, src, real * sizeof(float));
           }
+        }
       });
     }
     std::vector<float> bias(np, 0.0f);
@@ -57,33 +79,32 @@ class Conv5hdKernel : public Kernel {
     std::unique_ptr<FloatIn> residual;
     if (ep_.has_residual) residual = std::make_unique<FloatIn>(dtype_, args.in(next), y_.size());
     FloatOut y(dtype_, args.out(0), y_.size());
-
-    // Row blocks: im2col rows and GEMM results both stay within a cache-sized budget.
     if (pixels == 0) { y.Finish(); return Status::Ok(); }
-    const int64_t rows = std::min(pixels, std::max<int64_t>(16, kColsBlockFloats / std::max<int64_t>(1, std::max(k, np))));
-    const int64_t blocks = CeilDiv(pixels, rows);
+
+    // Row blocks: im2col rows and GEMM results both stay within a cache-sized budget, in
+    // whole rounds over the threads (each block's GEMM packs the filter once).
+    const int64_t max_rows = std::max<int64_t>(16, kColsBlockFloats / (k + np));
+    int64_t blocks = CeilDiv(pixels, max_rows);
+    if (blocks >= NumThreads()) blocks = CeilDiv(blocks, NumThreads()) * NumThreads();
+    const int64_t rows = CeilDiv(pixels, blocks);
+    blocks = CeilDiv(pixels, rows);
     auto run_blocks = [&](int64_t q0, int64_t q1) {
-      std::unique_ptr<float[]> cols(new float[rows * k]), acc(new float[rows * np]);
+      float* cols = Scratch(0, rows * k + kC0);
+      float* acc = Scratch(1, rows * np);
       for (int64_t q = q0; q < q1; ++q) {
         const int64_t p0 = q * rows, p1 = std::min(pixels, p0 + rows), m = p1 - p0;
+        // Per block, cols holds the row block block-major: [blocks_k][m][C0]; else [m][k].
+        Pixel o = PixelOf(p0);
+        for (int64_t p = p0; p < p1; ++p, Next(&o))
+          Im2ColRow(x.data(), o, cols + (p - p0) * (per_block ? kC0 : k), per_block ? m * kC0 : 0);
         if (per_block) {
-          // cols holds the row block block-major: [blocks_k][m][c0].
-          for (int64_t p = p0; p < p1; ++p) Im2ColRow(x.data(), p, cols.get() + (p - p0) * c0, m * c0);
           for (int64_t b = 0; b < blocks_k; ++b)
-            Gemm(m, np, c0, cols.get() + b * m * c0, false, fz.data() + b * np * c0, true, acc.get(), b > 0);
+            Gemm(m, np, kC0, cols + b * m * kC0, false, fz.data() + b * np * kC0, true, acc,
+                 b > 0);
         } else {
-          for (int64_t p = p0; p < p1; ++p) Im2ColRow(x.data(), p, cols.get() + (p - p0) * k, c0);
-          Gemm(m, np, k, cols.get(), false, w.get(), false, acc.get());
+          Gemm(m, np, k, cols, false, w.get(), true, acc);
         }
-        for (int64_t p = p0; p < p1; ++p) {
-          const int64_t n = p / (g_.oh * g_.ow), pix = p % (g_.oh * g_.ow);
-          for (int64_t b = 0; b < y_.c1; ++b) {
-            const int64_t at = (n * y_.c1 + b) * y_.plane() + pix * c0;
-            float* out = y.data() + at;
-            std::memcpy(out, acc.get() + (p - p0) * np + b * c0, c0 * sizeof(float));
-            ep_.ApplyRun(out, bias.data() + b * c0, residual ? residual->data() + at : nullptr, c0);
-          }
-        }
+        Store(acc, p0, p1, bias.data(), residual ? residual->data() : nullptr, y.data());
       }
     };
     // Too few row blocks to go round: run them in turn and let each GEMM use the threads
@@ -95,31 +116,82 @@ class Conv5hdKernel : public Kernel {
   }
 
  private:
-  int64_t K() const { return x_.c1 * g_.kh * g_.kw * x_.c0; }
+  struct Pixel { int64_t n, oh, ow; };          // an output pixel, stepped without divisions
+  Pixel PixelOf(int64_t p) const { return {p / (g_.oh * g_.ow), p / g_.ow % g_.oh, p % g_.ow}; }
+  void Next(Pixel* o) const {
+    if (++o->ow < g_.ow) return;
+    o->ow = 0;
+    if (++o->oh < g_.oh) return;
+    o->oh = 0;
+    ++o->n;
+  }
 
-  // Row of output pixel p: for (c1, kh, kw) the C0 lanes of the input pixel under the tap,
-  // zero outside the image and in padding lanes; consecutive taps are `step` floats apart.
-  void Im2ColRow(const float* x, int64_t p, float* row, int64_t step) const {
-    const int64_t c0 = x_.c0, n = p / (g_.oh * g_.ow), oh = p / g_.ow % g_.oh, ow = p % g_.ow;
+  // Row of output pixel o: for each (c1, kh, kw) tap the input pixel's lanes under it, zero
+  // outside the image. step == 0: compact, the real lanes of consecutive taps back to back.
+  // step > 0: C0 lanes per tap (padding lanes zeroed), consecutive taps `step` floats apart.
+  // Lanes are copied as whole runs of 8 or C0 (fixed-size vector copies, no call): in compact
+  // rows the lanes beyond `real` spill onto the next taps' places, which are written after,
+  // and at the end of the row into the next row's place or the buffer's kC0 floats of slack.
+  void Im2ColRow(const float* x, const Pixel& o, float* row, int64_t step) const {
+    const int64_t iw0 = o.ow * g_.sw - g_.pad_left, iw1 = iw0 + (g_.kw - 1) * g_.dw;
+    const bool cols_in = iw0 >= 0 && iw1 < g_.w;
     for (int64_t b = 0; b < x_.c1; ++b) {
-      const int64_t real = x_.valid(b);
-      const float* plane = x + (n * x_.c1 + b) * x_.plane();
+      const int64_t real = x_.valid(b), width = step ? kC0 : real, stride = step ? step : real;
+      const float* plane = x + (o.n * x_.c1 + b) * x_.plane();
       for (int64_t kh = 0; kh < g_.kh; ++kh) {
-        const int64_t ih = oh * g_.sh - g_.pad_top + kh * g_.dh;
-        for (int64_t kw = 0; kw < g_.kw; ++kw, row += step) {
-          const int64_t iw = ow * g_.sw - g_.pad_left + kw * g_.dw;
-          if (ih < 0 || ih >= g_.h || iw < 0 || iw >= g_.w) { std::fill(row, row + c0, 0.0f); continue; }
-          std::memcpy(row, plane + (ih * g_.w + iw) * c0, real * sizeof(float));
-          std::fill(row + real, row + c0, 0.0f);
+        const int64_t ih = o.oh * g_.sh - g_.pad_top + kh * g_.dh;
+        const bool row_in = ih >= 0 && ih < g_.h;
+        if (row_in && cols_in && !step && real == kC0 && g_.dw == 1) {
+          // The window row is one contiguous run of the input plane.
+          std::memcpy(row, plane + (ih * g_.w + iw0) * kC0, g_.kw * kC0 * sizeof(float));
+          row += g_.kw * kC0;
+          continue;
+        }
+        for (int64_t kw = 0; kw < g_.kw; ++kw, row += stride) {
+          const int64_t iw = iw0 + kw * g_.dw;
+          if (!row_in || iw < 0 || iw >= g_.w) { std::fill(row, row + width, 0.0f); continue; }
+          const float* src = plane + (ih * g_.w + iw) * kC0;
+          if (real <= kLanes && !step) StoreLanes(row, LoadLanes(src));   // e.g. RGB: less spill
+          else std::memcpy(row, src, kC0 * sizeof(float));
+          if (step) std::fill(row + real, row + kC0, 0.0f);
         }
       }
+    }
+  }
+
+  // Stores GEMM rows [p0, p1) (acc: [p1 - p0, np]) into the 5HD output with the epilogue:
+  // per image and C1 block the pixels' C0 runs are contiguous in the output.
+  void Store(const float* acc, int64_t p0, int64_t p1, const float* bias, const float* residual,
+             float* y) const {
+    const int64_t np = y_.c1 * kC0, ohw = g_.oh * g_.ow;
+    const bool relu = ep_.act == Epilogue::Act::kRelu;
+    for (int64_t p = p0; p < p1;) {
+      const int64_t n = p / ohw, pix = p % ohw, run = std::min(p1 - p, ohw - pix);
+      for (int64_t b = 0; b < y_.c1; ++b) {
+        const int64_t at = (n * y_.c1 + b) * y_.plane() + pix * kC0;
+        const float* src = acc + (p - p0) * np + b * kC0;
+        const float* res = residual ? residual + at : nullptr;
+        float* out = y + at;
+        const Lanes bv[2] = {LoadLanes(bias + b * kC0), LoadLanes(bias + b * kC0 + kLanes)};
+        for (int64_t r = 0; r < run; ++r, src += np, out += kC0)
+          for (int64_t h = 0; h < 2; ++h) {
+            Lanes v = LoadLanes(src + h * kLanes) + bv[h];
+            if (res) v += LoadLanes(res + r * kC0 + h * kLanes);
+            if (relu) v = v > 0.0f ? v : Lanes{};
+            StoreLanes(out + h * kLanes, v);
+          }
+        // Other activations run over the whole contiguous run (vectorized math).
+        if (ep_.act != Epilogue::Act::kNone && ep_.act != Epilogue::Act::kRelu)
+          act_.ApplyRun(y + at, nullptr, nullptr, run * kC0);
+      }
+      p += run;
     }
   }
 
   Window2D g_;
   Nc1hwc0 x_, y_;
   int dtype_;
-  Epilogue ep_;
+  Epilogue ep_, act_;                           // act_: ep_'s activation alone
 };
 
 Status MakeConv5hd(const KernelDef& def, std::unique_ptr<Kernel>* out, bool fused) {
@@ -149,6 +221,7 @@ Status MakeConv5hd(const KernelDef& def, std::unique_ptr<Kernel>* out, bool fuse
   Nc1hwc0 x, y;
   NPU_RETURN_IF_ERROR(Nc1hwc0::Of(in, &x));
   NPU_RETURN_IF_ERROR(Nc1hwc0::Of(o, &y));
+  if (x.c0 != kC0 || y.c0 != kC0) return Error("float NC1HWC0 values have C0 = ", kC0, ", got ", x.c0);
   *out = std::make_unique<Conv5hdKernel>(g, x, y, o.dtype, ep);
   return Status::Ok();
 }

@@ -1,8 +1,8 @@
 // DepthwiseConv2dNative / NpuFusedDepthwiseConv2D on NC1HWC0 activations, channel multiplier 1
 // (MobileNet's). The filter stays ND [KH, KW, C, 1]: it is already channel-minor, so each tap
 // is one C0-lane run once the last block is zero-padded (done per run, the filter is small).
-// Each output run of C0 lanes accumulates KH*KW lane-wise products: the inner loop is a
-// fixed-length C0 vector loop the compiler vectorizes.
+// Each output run of C0 lanes accumulates KH*KW lane-wise products in two vector values
+// (format.h's Lanes); the epilogue is applied as the run is stored.
 #include "kernels/epilogue.h"
 #include "kernels/float_io.h"
 #include "kernels/format.h"
@@ -15,10 +15,13 @@ namespace {
 class Depthwise5hdKernel : public Kernel {
  public:
   Depthwise5hdKernel(Window2D g, Nc1hwc0 x, Nc1hwc0 y, int dtype, Epilogue ep)
-      : g_(g), x_(x), y_(y), dtype_(dtype), ep_(ep) {}
+      : g_(g), x_(x), y_(y), dtype_(dtype), ep_(ep), act_(ep) {
+    act_.has_bias = act_.has_residual = false;
+  }
 
   Status Compute(const KernelArgs& args) const override {
-    const int64_t c0 = x_.c0, taps = g_.kh * g_.kw, cp = x_.c1 * c0;
+    constexpr int64_t c0 = kFloatC0;
+    const int64_t taps = g_.kh * g_.kw, cp = x_.c1 * c0;
     FloatIn x(dtype_, args.in(0), x_.size());
     FloatIn f(dtype_, args.in(1), taps * x_.c);
     std::vector<float> w(taps * cp, 0.0f), bias(cp, 0.0f);   // [taps, C1*C0], padding zero
@@ -32,14 +35,17 @@ class Depthwise5hdKernel : public Kernel {
     std::unique_ptr<FloatIn> residual;
     if (ep_.has_residual) residual = std::make_unique<FloatIn>(dtype_, args.in(next), y_.size());
     FloatOut y(dtype_, args.out(0), y_.size());
+    const bool relu = ep_.act == Epilogue::Act::kRelu, other_act = !relu && ep_.act != Epilogue::Act::kNone;
     // One task per output row of one (n, c1) plane.
     ParallelFor(x_.n * x_.c1 * g_.oh, g_.ow * taps * c0 * 2, [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
         const int64_t plane = r / g_.oh, oh = r % g_.oh, b = plane % x_.c1;
         const float* xin = x.data() + plane * x_.plane();
-        float* out = y.data() + plane * y_.plane() + oh * g_.ow * c0;
+        const int64_t row_at = plane * y_.plane() + oh * g_.ow * c0;
+        const float* res = residual ? residual->data() + row_at : nullptr;
+        float* out = y.data() + row_at;
         for (int64_t ow = 0; ow < g_.ow; ++ow, out += c0) {
-          float acc[32] = {0};
+          Lanes acc[2] = {Lanes{}, Lanes{}};
           for (int64_t kh = 0; kh < g_.kh; ++kh) {
             const int64_t ih = oh * g_.sh - g_.pad_top + kh * g_.dh;
             if (ih < 0 || ih >= g_.h) continue;
@@ -48,13 +54,19 @@ class Depthwise5hdKernel : public Kernel {
               if (iw < 0 || iw >= g_.w) continue;
               const float* xv = xin + (ih * g_.w + iw) * c0;
               const float* wv = w.data() + (kh * g_.kw + kw) * cp + b * c0;
-              for (int64_t l = 0; l < c0; ++l) acc[l] += xv[l] * wv[l];
+              for (int64_t h = 0; h < 2; ++h)
+                acc[h] += LoadLanes(xv + h * kLanes) * LoadLanes(wv + h * kLanes);
             }
           }
-          std::copy(acc, acc + c0, out);
-          const int64_t at = out - y.data();
-          ep_.ApplyRun(out, bias.data() + b * c0, residual ? residual->data() + at : nullptr, c0);
+          for (int64_t h = 0; h < 2; ++h) {      // the epilogue, as Epilogue::ApplyRun orders it
+            Lanes v = acc[h] + LoadLanes(bias.data() + b * c0 + h * kLanes);
+            if (res) v += LoadLanes(res + ow * c0 + h * kLanes);
+            if (relu) v = v > 0.0f ? v : Lanes{};
+            StoreLanes(out + h * kLanes, v);
+          }
         }
+        // Other activations over the whole output row at once (vectorized math).
+        if (other_act) act_.ApplyRun(y.data() + row_at, nullptr, nullptr, g_.ow * c0);
       }
     });
     y.Finish();
@@ -65,7 +77,7 @@ class Depthwise5hdKernel : public Kernel {
   Window2D g_;
   Nc1hwc0 x_, y_;
   int dtype_;
-  Epilogue ep_;
+  Epilogue ep_, act_;                           // act_: ep_'s activation alone
 };
 
 Status MakeDepthwise5hd(const KernelDef& def, std::unique_ptr<Kernel>* out, bool fused) {
@@ -95,6 +107,7 @@ Status MakeDepthwise5hd(const KernelDef& def, std::unique_ptr<Kernel>* out, bool
   Nc1hwc0 x, y;
   NPU_RETURN_IF_ERROR(Nc1hwc0::Of(in, &x));
   NPU_RETURN_IF_ERROR(Nc1hwc0::Of(o, &y));
+  if (x.c0 != kFloatC0) return Error("float NC1HWC0 values have C0 = ", kFloatC0, ", got ", x.c0);
   *out = std::make_unique<Depthwise5hdKernel>(g, x, y, o.dtype, ep);
   return Status::Ok();
 }

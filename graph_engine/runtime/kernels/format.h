@@ -9,6 +9,7 @@
 #ifndef NPU_KERNELS_FORMAT_H_
 #define NPU_KERNELS_FORMAT_H_
 
+#include <cstring>
 #include <string>
 
 #include "kernels/dtype.h"
@@ -25,6 +26,15 @@ inline bool IsPaddedFormat(int format) { return format >= kNC1HWC0; }
 inline int64_t C0Of(int dtype) { return DTypeSize(dtype) == 1 ? 32 : 16; }
 inline int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 std::string FormatName(int format);
+
+// One float NC1HWC0 pixel's C0 = 16 lanes are two vectors of 8 (the AVX2 width; GCC/Clang
+// vector types), so per-pixel lane arithmetic compiles to vector instructions whatever the
+// auto-vectorizer decides (wider generic vectors got split into scalars).
+constexpr int64_t kFloatC0 = 16;                 // C0 of every float storage type
+constexpr int64_t kLanes = 8;                    // floats per Lanes vector
+typedef float Lanes __attribute__((vector_size(kLanes * sizeof(float))));
+inline Lanes LoadLanes(const float* p) { Lanes v; std::memcpy(&v, p, sizeof v); return v; }
+inline void StoreLanes(float* p, Lanes v) { std::memcpy(p, &v, sizeof v); }
 
 // The NC1HWC0 geometry of a value (its logical dims right-aligned to NHWC).
 struct Nc1hwc0 {

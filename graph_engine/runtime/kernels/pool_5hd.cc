@@ -1,6 +1,7 @@
 // MaxPool / AvgPool on NC1HWC0 values: each output run of C0 lanes reduces its window's
 // lane runs (a fixed-length vector loop). AvgPool divides by the real (non-padding) taps,
 // as TF does. Padding lanes are pooled too; their results are as unspecified as their inputs.
+// C0 is 16 (every float storage type's): one pixel's lanes are two vector values (format.h).
 #include <limits>
 
 #include "kernels/float_io.h"
@@ -17,7 +18,7 @@ class Pool5hdKernel : public Kernel {
   Pool5hdKernel(Window2D g, Nc1hwc0 x, Nc1hwc0 y, int dtype) : g_(g), x_(x), y_(y), dtype_(dtype) {}
 
   Status Compute(const KernelArgs& args) const override {
-    const int64_t c0 = x_.c0;
+    constexpr int64_t c0 = kFloatC0;
     FloatIn x(dtype_, args.in(0), x_.size());
     FloatOut y(dtype_, args.out(0), y_.size());
     ParallelFor(x_.n * x_.c1 * g_.oh, g_.ow * g_.kh * g_.kw * c0, [&](int64_t r0, int64_t r1) {
@@ -30,15 +31,16 @@ class Pool5hdKernel : public Kernel {
         for (int64_t ow = 0; ow < g_.ow; ++ow, out += c0) {
           const int64_t w0 = std::max<int64_t>(0, ow * g_.sw - g_.pad_left);
           const int64_t w1 = std::min(g_.w, ow * g_.sw - g_.pad_left + g_.kw);
-          float acc[32];
-          std::fill(acc, acc + c0, kMax ? -std::numeric_limits<float>::infinity() : 0.0f);
+          Lanes acc[2];
+          acc[0] = acc[1] = Lanes{} + (kMax ? -std::numeric_limits<float>::infinity() : 0.0f);
           for (int64_t ih = h0; ih < h1; ++ih)
-            for (int64_t iw = w0; iw < w1; ++iw) {
-              const float* v = xin + (ih * g_.w + iw) * c0;
-              for (int64_t l = 0; l < c0; ++l) acc[l] = kMax ? std::max(acc[l], v[l]) : acc[l] + v[l];
-            }
+            for (int64_t iw = w0; iw < w1; ++iw)
+              for (int64_t h = 0; h < 2; ++h) {
+                const Lanes v = LoadLanes(xin + (ih * g_.w + iw) * c0 + h * kLanes);
+                acc[h] = kMax ? (acc[h] < v ? v : acc[h]) : acc[h] + v;   // std::max(acc, v)
+              }
           const float scale = kMax ? 1.0f : 1.0f / std::max<int64_t>(1, (h1 - h0) * (w1 - w0));
-          for (int64_t l = 0; l < c0; ++l) out[l] = kMax ? acc[l] : acc[l] * scale;
+          for (int64_t h = 0; h < 2; ++h) StoreLanes(out + h * kLanes, kMax ? acc[h] : acc[h] * scale);
         }
       }
     });
@@ -70,6 +72,7 @@ Status MakePool5hd(const KernelDef& def, std::unique_ptr<Kernel>* out) {
   Nc1hwc0 x, y;
   NPU_RETURN_IF_ERROR(Nc1hwc0::Of(in, &x));
   NPU_RETURN_IF_ERROR(Nc1hwc0::Of(o, &y));
+  if (x.c0 != kFloatC0) return Error("float NC1HWC0 values have C0 = ", kFloatC0, ", got ", x.c0);
   *out = std::make_unique<Pool5hdKernel<kMax>>(g, x, y, o.dtype);
   return Status::Ok();
 }
