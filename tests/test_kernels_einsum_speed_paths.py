@@ -4,8 +4,6 @@ The runtime counts the Einsum kernels it builds on the GEMM path (npuEinsumGemmK
 read through ctypes); loading a one-kernel model tells which path that equation took.
 """
 import ctypes
-import glob
-import os
 
 import numpy as np
 import pytest
@@ -14,9 +12,8 @@ from tests.test_kernels_harness import C, FLOAT_TYPES, assert_float_close, rando
 
 
 def _gemm_counter():
-    lib_dir = os.path.join(os.path.dirname(os.path.abspath(C.__file__)), "_lib")
-    lib = ctypes.CDLL(glob.glob(os.path.join(lib_dir, "libnpu_runtime.so"))[0])
-    fn = lib.npuEinsumGemmKernelsBuilt
+    from npu_device import precision     # the loaded runtime, by soname (in-tree or installed)
+    fn = precision._runtime().npuEinsumGemmKernelsBuilt
     fn.restype = ctypes.c_int64
     return fn
 
