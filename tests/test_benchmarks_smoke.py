@@ -43,7 +43,8 @@ def test_numbers_are_consistent(mlp_result):
         assert r["speed_ratio"] == pytest.approx(r["cpu_step_seconds"] / r["npu_step_seconds"])
         assert r["launches_over_cpu_ops"] == pytest.approx(
             r["npu_launches_per_step"] / r["cpu_tf_ops_per_step"])
-        assert r["compile_seconds_cold"] > 0 and r["compile_seconds_warm"] > 0
+        # warm: the recompile of a tiny inference graph can finish below the clock's resolution
+        assert r["compile_seconds_cold"] > 0 and r["compile_seconds_warm"] >= 0
     train, infer = result["rows"]
     assert train["kernels"] > infer["kernels"]       # backward pass and optimizer update
 
