@@ -12,8 +12,8 @@ from graph_engine.compiler import attrs as attr_util
 from graph_engine.compiler import compile as compile_module
 from graph_engine.compiler import model_format as mf
 from graph_engine.compiler import reference_executor
-from graph_engine.compiler.api import CompileError, compile_model, partition_graph
-from graph_engine.compiler.testing import cluster_request, op_request, place
+from graph_engine.compiler.api import CompileError, compile_model
+from graph_engine.compiler.testing import cluster_request, op_request, single_cluster
 
 R = np.random.default_rng(2)
 
@@ -21,21 +21,9 @@ R = np.random.default_rng(2)
 def compile_function(fn, args):
     """Traces fn, places it on the NPU, partitions it into exactly one cluster and compiles
     that cluster. Returns (model bytes, cluster inputs, {fetch index: cluster output index})."""
-    cf = tf.function(fn).get_concrete_function(*[tf.TensorSpec(a.shape, a.dtype) for a in args])
-    fetches = [t.op.name for t in cf.outputs]
-    gd = place(cf.graph.as_graph_def(), fetches=fetches)
-    out = graph_pb2.GraphDef.FromString(partition_graph(gd.SerializeToString()))
-    (cluster,) = [n for n in out.node if n.op == "NpuGraphOp"]
-    placeholders = [n.name for n in gd.node if n.op == "Placeholder"]
-    inputs = [args[placeholders.index(ref)] for ref in cluster.input]
-    by_name = {n.name: n for n in out.node}
-    routes = {}
-    for i, name in enumerate(fetches):
-        ref = by_name[name].input[0]
-        assert ref.split(":")[0] == cluster.name, "every fetch must come from the cluster"
-        routes[i] = int(ref.split(":")[1]) if ":" in ref else 0
+    cluster, inputs, routes = single_cluster(fn, args)
     model = compile_model(cluster_request(cluster, inputs).SerializeToString())
-    return model, inputs, routes
+    return model, inputs, dict(enumerate(routes))
 
 
 def run_and_compare(fn, args, tolerances):

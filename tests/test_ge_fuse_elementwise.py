@@ -13,12 +13,10 @@ import tensorflow as tf
 from graph_engine import ops
 from graph_engine.compiler import dtypes as dt
 from graph_engine.compiler import model_format as mf
-from graph_engine.compiler.api import partition_graph
 from graph_engine.compiler.compile import compilation_for
 from graph_engine.compiler.pipeline import pipeline
-from graph_engine.compiler.testing import cluster_request, place
+from graph_engine.compiler.testing import cluster_request, single_cluster
 from graph_engine.ops.fused_elementwise import ARITY
-from tensorflow.core.framework import graph_pb2
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
 from conftest import run_python  # noqa: E402
@@ -30,16 +28,7 @@ R = np.random.default_rng(5)
 
 def compile_both(fn, args):
     """(inputs, routes, {"on": Compilation, "off": Compilation}) for fn's single cluster."""
-    cf = tf.function(fn).get_concrete_function(*[tf.TensorSpec(a.shape, a.dtype) for a in args])
-    fetches = [t.op.name for t in cf.outputs]
-    gd = place(cf.graph.as_graph_def(), fetches=fetches)
-    out = graph_pb2.GraphDef.FromString(partition_graph(gd.SerializeToString()))
-    (cluster,) = [n for n in out.node if n.op == "NpuGraphOp"]
-    placeholders = [n.name for n in gd.node if n.op == "Placeholder"]
-    inputs = [args[placeholders.index(ref)] for ref in cluster.input]
-    by_name = {n.name: n for n in out.node}
-    routes = [int(r.split(":")[1]) if ":" in r else 0
-              for r in (by_name[f].input[0] for f in fetches)]
+    cluster, inputs, routes = single_cluster(fn, args)
     request = cluster_request(cluster, inputs).SerializeToString()
     runs = {}
     for name, opts in (("on", {}), ("off", OFF)):

@@ -8,9 +8,33 @@ options that change a compiled graph are kept (the configuration marks them `com
 """
 import hashlib
 import json
+import os
 import sys
 
 DEFAULTS = {}
+
+
+def read_json(value):
+    """(where, parsed JSON) for an option given as a JSON file path, JSON text or an already
+    parsed dict (fusion_switch_file, modify_mixlist); ValueError naming the source."""
+    if isinstance(value, dict):
+        return "the dict", value
+    if not isinstance(value, (str, os.PathLike)) or not str(value).strip():
+        raise ValueError(f"{value!r} is neither JSON text nor the path of a JSON file")
+    text = str(value).strip()
+    where = "JSON text"
+    if not text.startswith(("{", "[")):
+        where = f"file {text!r}"
+        try:
+            with open(os.path.expanduser(text)) as f:
+                text = f.read()
+        except OSError as e:
+            raise ValueError(f"cannot read {where}: it is neither JSON text nor a readable file "
+                             f"({e.strerror or e})") from None
+    try:
+        return where, json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{where} is not valid JSON ({e})") from None
 
 
 def _jsonable(value):

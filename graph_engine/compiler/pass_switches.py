@@ -8,8 +8,7 @@ Ascend's nesting {"Switch": {"GraphFusion": {...}, "UBFusion": {...}}} is accept
 flattened. The switchable passes are those in pipeline.PASSES minus pipeline.REQUIRED, so passes
 added to the pipeline later are switchable without changes here.
 """
-import json
-import os
+from graph_engine.compiler.options import read_json
 
 ALL = "ALL"
 VALUES = ("on", "off")
@@ -19,27 +18,6 @@ ASCEND_GROUPS = ("GraphFusion", "UBFusion")
 def switchable():
     from graph_engine.compiler import pipeline     # lazy: pipeline imports every pass
     return pipeline.switchable()
-
-
-def _read(value):
-    """(where, parsed JSON) for a path, JSON text or an already parsed dict."""
-    if isinstance(value, dict):
-        return "the switch dict", value
-    if not isinstance(value, (str, os.PathLike)) or not str(value).strip():
-        raise ValueError(f"{value!r} is not a path of a JSON file")
-    text = str(value).strip()
-    where = "JSON text"
-    if not text.startswith(("{", "[")):
-        where = f"file {text!r}"
-        try:
-            with open(os.path.expanduser(text)) as f:
-                text = f.read()
-        except OSError as e:
-            raise ValueError(f"cannot read {where}: {e.strerror or e}") from None
-    try:
-        return where, json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{where} is not valid JSON ({e})") from None
 
 
 def _flatten(where, obj):
@@ -60,7 +38,7 @@ def _flatten(where, obj):
 def load(value):
     """The normalised switches {name: "on"|"off"} from a path, JSON text or dict; ValueError
     naming the source, the problem and the allowed names/values."""
-    where, obj = _read(value)
+    where, obj = read_json(value)
     names = switchable()
     result = {}
     for name, state in _flatten(where, obj).items():

@@ -14,16 +14,13 @@ import dataclasses
 import json
 
 import numpy as np
-from tensorflow.core.framework import graph_pb2
 
 from graph_engine import ops
 from graph_engine.compiler import dtypes as dt
 from graph_engine.compiler import model_format as mf
 from graph_engine.compiler import testing
 from graph_engine.compiler.compile import compile_model
-from graph_engine.compiler.errors import CompileError
 from graph_engine.compiler.mixlist import BLACK
-from graph_engine.compiler.partition import partition_graph
 
 _HALF_MAX = float(np.finfo(np.float16).max)
 OVERFLOW_MODES = ("saturation", "inf_nan")
@@ -58,19 +55,8 @@ class Report:
 
 
 def _cluster(fn, args):
-    import tensorflow as tf
-    cf = tf.function(fn).get_concrete_function(*[tf.TensorSpec(np.shape(a), tf.as_dtype(
-        np.asarray(a).dtype)) for a in args])
-    fetches = [t.op.name for t in cf.outputs]
-    gd = testing.place(cf.graph.as_graph_def(), fetches=fetches)
-    out = graph_pb2.GraphDef.FromString(partition_graph(gd.SerializeToString()))
-    clusters = [n for n in out.node if n.op == "NpuGraphOp"]
-    if len(clusters) != 1:
-        raise CompileError(f"precision compare needs a function that forms one NPU cluster; "
-                           f"it forms {len(clusters)}")
-    placeholders = [n.name for n in gd.node if n.op == "Placeholder"]
-    inputs = [np.asarray(args[placeholders.index(ref)]) for ref in clusters[0].input]
-    return clusters[0], inputs
+    cluster, inputs, _ = testing.single_cluster(fn, args)
+    return cluster, inputs
 
 
 def _trace(cluster, inputs, options, saturate):

@@ -89,6 +89,36 @@ def cluster_request(cluster_node, input_arrays):
     return nd
 
 
+def single_cluster(fn, args):
+    """Traces fn for `args`, places it on the NPU and partitions it; returns (the NpuGraphOp
+    node, its input arrays, [cluster output index per fetch]). CompileError unless it forms
+    exactly one cluster that produces every fetch."""
+    import tensorflow as tf
+    from tensorflow.core.framework import graph_pb2
+
+    from graph_engine.compiler.api import partition_graph
+    from graph_engine.compiler.errors import CompileError
+    cf = tf.function(fn).get_concrete_function(
+        *[tf.TensorSpec(np.shape(a), tf.as_dtype(np.asarray(a).dtype)) for a in args])
+    fetches = [t.op.name for t in cf.outputs]
+    gd = place(cf.graph.as_graph_def(), fetches=fetches)
+    out = graph_pb2.GraphDef.FromString(partition_graph(gd.SerializeToString()))
+    clusters = [n for n in out.node if n.op == "NpuGraphOp"]
+    if len(clusters) != 1:
+        raise CompileError(f"needs a function that forms one NPU cluster; it forms "
+                           f"{len(clusters)}")
+    placeholders = [n.name for n in gd.node if n.op == "Placeholder"]
+    inputs = [np.asarray(args[placeholders.index(ref)]) for ref in clusters[0].input]
+    by_name = {n.name: n for n in out.node}
+    routes = []
+    for name in fetches:
+        ref = by_name[name].input[0]
+        if ref.split(":")[0] != clusters[0].name:
+            raise CompileError(f"fetch {name!r} does not come from the cluster")
+        routes.append(int(ref.split(":")[1]) if ":" in ref else 0)
+    return clusters[0], inputs, routes
+
+
 def run_graph(graph_def, feeds, fetches, variables=None):
     """Runs a (partitioned) GraphDef with TensorFlow on CPU, each NpuGraphOp through
     compile_model and the reference executor (as an EagerPyFunc) -- a partitioned graph checked

@@ -6,7 +6,6 @@ and raises ValueError with the reason; parse() adds the option's name and the al
 (and treats None as "unset").
 """
 import difflib
-import json
 import os
 import re
 from typing import Callable, NamedTuple
@@ -121,18 +120,8 @@ def mixlist(value):
     """Ascend's modify_mixlist: a JSON file or JSON text (or a dict) of
     {"black-list"|"white-list"|"gray-list": {"to-add": [op types], "to-remove": [op types]}}.
     Returns the normalised dict; op types must be TensorFlow ops."""
-    if isinstance(value, (str, os.PathLike)):
-        text = str(value).strip()
-        if not text.startswith("{"):
-            try:
-                with open(os.path.expanduser(text)) as f:
-                    text = f.read()
-            except OSError as e:
-                raise ValueError(f"it is neither JSON text nor a readable file ({e})") from None
-        try:
-            value = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"it is not valid JSON ({e})") from None
+    from graph_engine.compiler.options import read_json    # light: no TF, no passes
+    _, value = read_json(value)
     if not isinstance(value, dict):
         raise ValueError(f"the top level must be an object, got {type(value).__name__}")
     result, seen = {}, {}
