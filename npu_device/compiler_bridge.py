@@ -18,7 +18,7 @@ import os
 import threading
 import time
 
-from graph_engine.compiler import errors
+from graph_engine.ops import errors
 from npu_device import _C
 
 PARTITION, COMPILE_MODEL = 0, 1        # npurtCompileKind (npurt/compiler_hook.h)
@@ -108,7 +108,7 @@ _fallbacks = 0                         # signatures that could not compile and r
 _disk_caches = {}                      # op_compiler_cache_dir -> graph_engine DiskCache
 _disk_cache_writes = 0                 # compiled models stored in the disk cache
 # Codes with which NpuGraphOp does not fall back: the program's own invalid input (TF's error
-# class for it), and an interpreter shutting down (graph_engine/compiler/errors.py).
+# class for it), and an interpreter shutting down (graph_engine/ops/errors.py).
 _NO_FALLBACK = (errors.INVALID_ARGUMENT, 14)
 
 

@@ -104,7 +104,7 @@ def test_eager_op_that_cannot_compile_runs_on_cpu():
     # A compiler that refuses MatMul, as the engine would refuse something it cannot build.
     r = run_python("""
     import numpy as np, tensorflow as tf, npu_device
-    from graph_engine.compiler.errors import UnsupportedError
+    from graph_engine.ops.errors import UnsupportedError
     from npu_device import _C, compiler_bridge
     from tensorflow.core.framework import node_def_pb2
 

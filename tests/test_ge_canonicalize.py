@@ -7,7 +7,7 @@ import pytest
 
 from graph_engine import ops
 from graph_engine.compiler import attrs as attr_util
-from graph_engine.compiler import dtypes as dt
+from graph_engine.ops import dtypes as dt
 from graph_engine.compiler.graph import Graph
 from graph_engine.compiler.kernel_attrs import kernel_attrs, split_inputs
 from graph_engine.compiler.node import Node

@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 
 from graph_engine import ops
-from graph_engine.compiler import dtypes as dt
+from graph_engine.ops import dtypes as dt
 from graph_engine.compiler import model_format as mf
 from graph_engine.compiler.compile import compilation_for
 from graph_engine.compiler.pipeline import pipeline

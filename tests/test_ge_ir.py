@@ -5,8 +5,8 @@ import tensorflow as tf
 from tensorflow.core.framework import graph_pb2
 
 from graph_engine.compiler import attrs as attr_util
-from graph_engine.compiler import dtypes as dt
-from graph_engine.compiler.errors import CompileError
+from graph_engine.ops import dtypes as dt
+from graph_engine.ops.errors import CompileError
 from graph_engine.compiler.graphdef import export_graph_def, import_graph_def, parse_input
 from graph_engine.compiler.partition.cycles import GraphCycles
 

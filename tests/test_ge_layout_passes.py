@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from graph_engine.compiler import attrs as attr_util
-from graph_engine.compiler import dtypes as dt
+from graph_engine.ops import dtypes as dt
 from graph_engine.compiler import reference_executor
 from graph_engine.compiler.graph import Graph
-from graph_engine.compiler.model_format import Format
+from graph_engine.ops.formats import Format
 from graph_engine.compiler.node import Node
 from graph_engine.compiler.pass_manager import Compilation
 from graph_engine.compiler.passes import (eliminate_dead_code, infer_shapes, lower, plan_memory)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from graph_engine.compiler import dtypes as dt
+from graph_engine.ops import dtypes as dt
 from graph_engine.compiler import model_format as mf
 from graph_engine.compiler import reference_executor
 from graph_engine.compiler.node import Node

@@ -11,7 +11,7 @@ import tensorflow as tf
 
 from graph_engine.compiler import compile as compile_module
 from graph_engine.compiler import dump, model_format as mf, options, pass_switches, pipeline
-from graph_engine.compiler.errors import CompileError
+from graph_engine.ops.errors import CompileError
 from graph_engine.compiler.pass_manager import PassManager
 from graph_engine.compiler.passes import infer_shapes
 from npu_device.configuration import options as npu_options

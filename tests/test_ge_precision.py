@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from graph_engine.compiler import dtypes as dt
+from graph_engine.ops import dtypes as dt
 from graph_engine.compiler import model_format as mf
 from graph_engine.compiler import options, reference_executor
 from graph_engine.compiler.api import CompileError

@@ -10,7 +10,7 @@ from tensorflow.core.framework import graph_pb2
 from graph_engine.compiler import model_format as mf
 from graph_engine.compiler import reference_executor
 from graph_engine.compiler.api import compile_model, partition_graph
-from graph_engine.compiler.errors import CompileError
+from graph_engine.ops.errors import CompileError
 from graph_engine.compiler.graphdef import import_graph_def
 from graph_engine.compiler.pass_manager import Compilation
 from graph_engine.compiler.passes import infer_shapes

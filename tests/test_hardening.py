@@ -23,7 +23,7 @@ import pytest
 import tensorflow as tf
 
 from graph_engine import ops
-from graph_engine.compiler import dtypes as gdt
+from graph_engine.ops import dtypes as gdt
 
 NPU, CPU = "/device:NPU:0", "/device:CPU:0"
 NAN, INF = float("nan"), float("inf")

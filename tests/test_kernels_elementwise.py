@@ -157,7 +157,7 @@ CAST_TYPES = [np.float32, np.float16, BF16, np.float64, np.int32, np.int64, np.i
 @pytest.mark.parametrize("dst", CAST_TYPES, ids=lambda t: np.dtype(t).name)
 @pytest.mark.parametrize("src", CAST_TYPES, ids=lambda t: np.dtype(t).name)
 def test_cast(src, dst):
-    from graph_engine.compiler.dtypes import from_numpy
+    from graph_engine.ops.dtypes import from_numpy
     import tensorflow as tf
     # Values the destination can hold: TF's float->integer conversion is undefined beyond it.
     low = 0 if np.dtype(dst) == np.uint8 or np.dtype(src) == np.uint8 else -100

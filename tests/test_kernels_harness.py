@@ -15,7 +15,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from graph_engine.compiler import dtypes as gdt
+from graph_engine.ops import dtypes as gdt
 from graph_engine.compiler import model_format as mf
 
 

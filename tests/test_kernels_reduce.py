@@ -66,7 +66,7 @@ def test_logical_reductions(op, case):
 @pytest.mark.parametrize("op", ["ArgMax", "ArgMin"])
 @pytest.mark.parametrize("shape,axis", [((4, 7, 5), 1), ((4, 7, 5), -1), ((1000, 3), 0)])
 def test_arg_reductions(op, dtype, output_type, shape, axis):
-    from graph_engine.compiler.dtypes import from_numpy
+    from graph_engine.ops.dtypes import from_numpy
     x = random(shape, dtype, -3, 3, seed=5)   # few distinct values: ties resolve to the first
     if np.dtype(dtype).kind == "f":
         x = x.round().astype(dtype)

@@ -18,7 +18,7 @@ import pytest
 import tensorflow as tf
 
 from graph_engine import ops
-from graph_engine.compiler import dtypes as gdt
+from graph_engine.ops import dtypes as gdt
 from graph_engine.compiler import reference_executor
 from graph_engine.compiler.compile import compile_model
 from graph_engine.compiler.testing import op_request

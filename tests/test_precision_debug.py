@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from graph_engine.compiler.errors import CompileError
+from graph_engine.ops.errors import CompileError
 from graph_engine.compiler.precision_compare import compare
 
 R = np.random.default_rng(0)

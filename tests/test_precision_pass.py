@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from graph_engine.compiler import dtypes as dt
+from graph_engine.ops import dtypes as dt
 from graph_engine.compiler import mixlist
 from graph_engine.compiler.passes.cancel_casts import holds
 from graph_engine.compiler.passes.precision import MODES

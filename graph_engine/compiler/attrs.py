@@ -7,7 +7,7 @@ tensor -> numpy array, lists of those.
 import numpy as np
 from tensorflow.core.framework import attr_value_pb2, tensor_pb2, tensor_shape_pb2
 
-from graph_engine.compiler import dtypes as dt
+from graph_engine.ops import dtypes as dt
 
 
 def shape_to_list(shape_proto):

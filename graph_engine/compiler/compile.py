@@ -21,7 +21,7 @@ from tensorflow.core.framework import node_def_pb2
 
 from graph_engine.compiler import attrs as attr_util
 from graph_engine.compiler import model_format, options
-from graph_engine.compiler.errors import CompileError
+from graph_engine.ops.errors import CompileError
 from graph_engine.compiler.graph import Graph
 from graph_engine.compiler.graphdef import import_graph_def, parse_input
 from graph_engine.compiler.node import Node

@@ -15,8 +15,8 @@ import re
 import numpy as np
 
 from graph_engine.compiler import attrs as attr_util
-from graph_engine.compiler import dtypes as dt
-from graph_engine.compiler.errors import CompileError
+from graph_engine.ops import dtypes as dt
+from graph_engine.ops.errors import CompileError
 
 _MAX_ATTR_CHARS = 80
 

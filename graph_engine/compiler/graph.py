@@ -4,7 +4,7 @@ as in TF function bodies."""
 import collections
 import heapq
 
-from graph_engine.compiler.errors import CompileError
+from graph_engine.ops.errors import CompileError
 from graph_engine.compiler.node import Node, hand_on_origin
 
 

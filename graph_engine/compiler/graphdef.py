@@ -7,7 +7,7 @@ Export writes the nodes back in order with their original attrs, data inputs bef
 """
 from tensorflow.core.framework import graph_pb2, node_def_pb2
 
-from graph_engine.compiler.errors import CompileError
+from graph_engine.ops.errors import CompileError
 from graph_engine.compiler.graph import Graph
 from graph_engine.compiler.node import Node, Value
 from graph_engine.compiler.signature import signature

@@ -5,7 +5,7 @@ and the reference executor all go through here, so they agree by construction.""
 import numpy as np
 
 from graph_engine.compiler import attrs as attr_util
-from graph_engine.compiler.errors import CompileError, UnsupportedError
+from graph_engine.ops.errors import CompileError, UnsupportedError
 from graph_engine.compiler.signature import op_def, signature
 
 

@@ -12,7 +12,7 @@ prints it).
 import json
 import os
 
-from graph_engine.compiler.errors import CompileError
+from graph_engine.ops.errors import CompileError
 
 WHITE = frozenset({"MatMul", "BatchMatMulV2", "BatchMatMulV3", "Conv2D", "Conv2DBackpropInput",
                    "Conv2DBackpropFilter", "DepthwiseConv2dNative",

@@ -10,6 +10,8 @@ import zlib
 
 import numpy as np
 
+from graph_engine.ops.formats import Format  # noqa: F401  (a tensor's storage format)
+
 MAGIC = b"NPUOM\0\0\0"
 VERSION = 1
 CONST_ALIGNMENT = 64
@@ -20,15 +22,6 @@ class Kind(enum.IntEnum):
     CONST = 1
     ARENA = 2
     OUTPUT = 3
-
-
-class Format(enum.IntEnum):
-    ND = 0
-    NCHW = 1
-    NHWC = 2
-    NC1HWC0 = 3
-    FRACTAL_Z = 4
-    FRACTAL_NZ = 5
 
 
 class AttrType(enum.IntEnum):
@@ -72,7 +65,7 @@ class Model:
 
     def const_array(self, value_id):
         """The constant `value_id` as a numpy array (ND formats only)."""
-        from graph_engine.compiler.dtypes import numpy_dtype
+        from graph_engine.ops.dtypes import numpy_dtype
         v = self.values[value_id]
         assert v.kind == Kind.CONST
         raw = self.const_blob[v.where:v.where + v.nbytes]

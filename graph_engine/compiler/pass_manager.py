@@ -17,7 +17,7 @@ import dataclasses
 import time
 
 from graph_engine.compiler import dump, pass_switches
-from graph_engine.compiler.errors import CompileError
+from graph_engine.ops.errors import CompileError
 
 
 @dataclasses.dataclass

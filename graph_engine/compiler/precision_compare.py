@@ -16,7 +16,7 @@ import json
 import numpy as np
 
 from graph_engine import ops
-from graph_engine.compiler import dtypes as dt
+from graph_engine.ops import dtypes as dt
 from graph_engine.compiler import model_format as mf
 from graph_engine.compiler import testing
 from graph_engine.compiler.compile import compile_model

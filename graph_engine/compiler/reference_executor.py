@@ -14,7 +14,7 @@ are storage arrays too.
 import numpy as np
 
 from graph_engine import ops
-from graph_engine.compiler import dtypes as dt
+from graph_engine.ops import dtypes as dt
 from graph_engine.compiler import model_format as mf
 from graph_engine.ops import layout
 

@@ -4,7 +4,7 @@ import json
 
 import numpy as np
 
-from graph_engine.compiler import dtypes as dt
+from graph_engine.ops import dtypes as dt
 from graph_engine.compiler import model_format as mf
 from graph_engine.compiler.passes.plan_memory import nbytes
 

@@ -105,7 +105,7 @@ def single_cluster(fn, args):
     from tensorflow.core.framework import graph_pb2
 
     from graph_engine.compiler.api import partition_graph
-    from graph_engine.compiler.errors import CompileError
+    from graph_engine.ops.errors import CompileError
     cf = tf.function(fn).get_concrete_function(
         *[tf.TensorSpec(np.shape(a), tf.as_dtype(np.asarray(a).dtype)) for a in args])
     fetches = [t.op.name for t in cf.outputs]

@@ -4,7 +4,7 @@ import math
 
 import numpy as np
 
-from graph_engine.compiler import dtypes as dt
+from graph_engine.ops import dtypes as dt
 from graph_engine.ops.base import ALL, INDEX, NUMBER, Op, norm_axis, register, scalar, view_of
 
 

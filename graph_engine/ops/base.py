@@ -16,7 +16,7 @@ flat lists; see docs/compiled_model_format.md).
 """
 import numpy as np
 
-from graph_engine.compiler import dtypes as dt
+from graph_engine.ops import dtypes as dt
 
 FLOAT = (dt.DT_FLOAT, dt.DT_HALF, dt.DT_BFLOAT16)
 INT = (dt.DT_INT32, dt.DT_INT64)

@@ -1,7 +1,7 @@
 """2-D convolution, depthwise convolution, and their gradients (NHWC or NCHW; HWIO filters)."""
 import numpy as np
 
-from graph_engine.compiler.errors import UnsupportedError
+from graph_engine.ops.errors import UnsupportedError
 from graph_engine.ops.base import FLOAT, Op, register
 from graph_engine.ops.spatial import Geometry, nhwc_shape
 

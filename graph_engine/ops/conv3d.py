@@ -7,7 +7,7 @@ that tap's [in, out] filter slice.
 """
 import numpy as np
 
-from graph_engine.compiler.errors import UnsupportedError
+from graph_engine.ops.errors import UnsupportedError
 from graph_engine.ops.base import FLOAT, INDEX, Op, register
 from graph_engine.ops.spatial3d import Geometry3D
 

@@ -3,7 +3,7 @@ selection, AddN, Cast, Bitcast. Integer semantics follow TF: Div truncates, Floo
 floor."""
 import numpy as np
 
-from graph_engine.compiler import dtypes as dt
+from graph_engine.ops import dtypes as dt
 from graph_engine.ops.base import (ALL, FLOAT, INT, NUMBER, Op, broadcast, check_same_shapes,
                                    register)
 
@@ -55,7 +55,7 @@ def safe_divisor(x, y, internal=False):
     division by zero" (a ValueError here), InternalError for TruncateDiv/TruncateMod."""
     if np.any(y == 0):
         if internal:
-            from graph_engine.compiler.errors import CompileError
+            from graph_engine.ops.errors import CompileError
             raise CompileError("Unexpected error in binary operator (only integer div and mod "
                                "should have errors): integer division by zero")
         raise ValueError("Integer division by zero")

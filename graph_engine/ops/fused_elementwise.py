@@ -19,7 +19,7 @@ of the C++ kernel (kernels/fused_elementwise.cc).
 """
 import numpy as np
 
-from graph_engine.compiler import dtypes as dt
+from graph_engine.ops import dtypes as dt
 from graph_engine.ops.base import Op, broadcast, get, register
 
 # TF op -> number of operands (None: any, AddN). Every op here has a C++ counterpart with the

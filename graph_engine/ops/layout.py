@@ -18,8 +18,8 @@ against them.
 """
 import numpy as np
 
-from graph_engine.compiler import dtypes as dt
-from graph_engine.compiler.model_format import Format
+from graph_engine.ops import dtypes as dt
+from graph_engine.ops.formats import Format
 from graph_engine.ops.base import ALL, Op, register
 
 N0 = 16

@@ -7,7 +7,7 @@ MaxPoolGrad picks the first. Averages divide by the in-range (non-padding) eleme
 """
 import numpy as np
 
-from graph_engine.compiler.errors import UnsupportedError
+from graph_engine.ops.errors import UnsupportedError
 from graph_engine.ops.base import FLOAT, Op, register
 from graph_engine.ops.spatial3d import Geometry3D
 

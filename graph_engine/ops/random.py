@@ -10,7 +10,7 @@ V1 ops (seed input) derive key and counter the same way and then fill alike.
 """
 import numpy as np
 
-from graph_engine.compiler import dtypes as dt
+from graph_engine.ops import dtypes as dt
 from graph_engine.ops.base import FLOAT, INDEX, INT, Op, register, scalar
 
 _M0, _M1 = np.uint64(0xD2511F53), np.uint64(0xCD9E8D57)

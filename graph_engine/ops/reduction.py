@@ -1,7 +1,7 @@
 """Reductions over constant axes (reduction_indices / dimension)."""
 import numpy as np
 
-from graph_engine.compiler import dtypes as dt
+from graph_engine.ops import dtypes as dt
 from graph_engine.ops.base import INDEX, NUMBER, Op, norm_axis, register, scalar
 
 

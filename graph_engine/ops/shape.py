@@ -2,7 +2,7 @@
 constants, so at run time they cost nothing and need no runtime kernel."""
 import numpy as np
 
-from graph_engine.compiler import dtypes as dt
+from graph_engine.ops import dtypes as dt
 from graph_engine.ops.base import ALL, INDEX, Op, register
 
 

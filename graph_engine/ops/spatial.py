@@ -6,7 +6,7 @@ keeps the numpy simple and maps onto one matmul per tap for convolutions.
 """
 import numpy as np
 
-from graph_engine.compiler.errors import UnsupportedError
+from graph_engine.ops.errors import UnsupportedError
 
 
 def is_nchw(attrs, what):

@@ -6,7 +6,7 @@ import itertools
 
 import numpy as np
 
-from graph_engine.compiler.errors import UnsupportedError
+from graph_engine.ops.errors import UnsupportedError
 from graph_engine.ops.spatial import window_output_size
 
 

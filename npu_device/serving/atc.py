@@ -268,7 +268,7 @@ def compile_graph(graph_def, inputs, outputs, input_shape=None, batch_sizes=None
 
 
 def _dtype_name(dt):
-    from graph_engine.compiler import dtypes
+    from graph_engine.ops import dtypes
     return dtypes.name(dt)
 
 

@@ -34,7 +34,7 @@ from tensorflow.python.framework import op_def_registry
 
 import npu_device  # noqa: F401  (loads the plugin: the NPU device)
 from graph_engine import ops
-from graph_engine.compiler import dtypes as gdt
+from graph_engine.ops import dtypes as gdt
 from npu_device.tools import op_cases
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

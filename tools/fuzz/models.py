@@ -199,7 +199,7 @@ def mutated_container(draw, seeds):
 # --- in the worker ------------------------------------------------------------------------
 
 def _inputs(descs):
-    from graph_engine.compiler.dtypes import numpy_dtype
+    from graph_engine.ops.dtypes import numpy_dtype
     arrays = []
     for d in descs:
         dtype = np.dtype(numpy_dtype(d.dtype))

@@ -8,7 +8,7 @@ preserved nodes, marked by the plugin) keep their names and stay outside cluster
 removed from the output. A graph with nothing (new) to cluster comes back unchanged.
 """
 from graph_engine.compiler import options, reports
-from graph_engine.compiler.errors import CompileError
+from graph_engine.ops.errors import CompileError
 from graph_engine.compiler.graphdef import export_graph_def, import_graph_def
 from graph_engine.compiler.partition import candidates, dag, rewrite, runtime_slices
 from graph_engine.compiler.partition.clusters import form_clusters

@@ -1,6 +1,6 @@
 """Which nodes may join an NPU cluster, and why the others may not (the report's reasons)."""
 from graph_engine import ops
-from graph_engine.compiler import dtypes as dt
+from graph_engine.ops import dtypes as dt
 from graph_engine.compiler.signature import DT_RESOURCE, DT_STRING, DT_VARIANT, signature
 
 PRESERVE_ATTR = "_npu_preserve"

@@ -26,7 +26,7 @@ control inputs of a Const it reads (the cluster node inherits them), not on the 
 so a loop body's constants (control-dependent on the loop's pivot) do not split its cluster.
 """
 from graph_engine import ops
-from graph_engine.compiler.errors import CompileError
+from graph_engine.ops.errors import CompileError
 from graph_engine.compiler.partition import dag
 from graph_engine.compiler.partition.contexts import ENTER, EXIT, frame_of
 from graph_engine.compiler.partition.cycles import GraphCycles

@@ -17,7 +17,7 @@ import numpy as np
 
 from graph_engine import ops
 from graph_engine.compiler import attrs as attr_util
-from graph_engine.compiler import dtypes as dt
+from graph_engine.ops import dtypes as dt
 from graph_engine.compiler.node import Node
 from graph_engine.compiler.partition import candidates
 from graph_engine.ops.base import Op

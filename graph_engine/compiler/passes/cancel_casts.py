@@ -3,7 +3,7 @@ exactly is one Cast (or none when it returns to the source type), so mixed-preci
 carry no Cast chains. A narrowing middle (float32 -> float16 -> float32) rounds on purpose
 (cube_fp16in_fp32out) and stays. Casts of the same value to the same type merge too.
 Run by the precision pass, before and after its rewrite."""
-from graph_engine.compiler import dtypes as dt
+from graph_engine.ops import dtypes as dt
 
 # Which types each type represents exactly (value-preserving widening).
 _EXACT_IN = {

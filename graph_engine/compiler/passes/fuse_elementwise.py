@@ -14,7 +14,7 @@ nothing.
 import math
 import numpy as np
 
-from graph_engine.compiler import dtypes as dt
+from graph_engine.ops import dtypes as dt
 from graph_engine.compiler.node import Node
 from graph_engine.ops.fused_elementwise import ARITY, COMPARISONS, INT_OPS, INT_TO_FLOAT, VALUE_DTYPES
 

@@ -8,8 +8,8 @@ import sys
 import numpy as np
 
 from graph_engine import ops
-from graph_engine.compiler import dtypes as dt
-from graph_engine.compiler.errors import (CompileError, InvalidInputError, OutOfMemoryError,
+from graph_engine.ops import dtypes as dt
+from graph_engine.ops.errors import (CompileError, InvalidInputError, OutOfMemoryError,
                                           UnsupportedError)
 from graph_engine.compiler.kernel_attrs import kernel_attrs, split_inputs
 

@@ -16,9 +16,9 @@ combination order) for a fixed thread count, so results do not depend on NPU_NUM
 import dataclasses
 
 from graph_engine import ops
-from graph_engine.compiler.errors import CompileError
+from graph_engine.ops.errors import CompileError
 from graph_engine.compiler.kernel_attrs import kernel_attrs, split_inputs
-from graph_engine.compiler.model_format import Format
+from graph_engine.ops.formats import Format
 
 STRUCTURAL = ("_Arg", "_Retval", "Const", "NoOp")
 ALIASING = ("Reshape", "Squeeze", "ExpandDims", "Identity", "IdentityN", "Snapshot",

@@ -20,8 +20,8 @@ import dataclasses
 import numpy as np
 
 from graph_engine import ops
-from graph_engine.compiler import dtypes as dt
-from graph_engine.compiler.errors import OutOfMemoryError
+from graph_engine.ops import dtypes as dt
+from graph_engine.ops.errors import OutOfMemoryError
 from graph_engine.compiler.model_format import Kind
 from graph_engine.compiler.passes.infer_shapes import device_memory
 

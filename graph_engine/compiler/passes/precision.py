@@ -22,8 +22,8 @@ every mode. The lists live in graph_engine/compiler/mixlist.py (table in docs/pr
 """
 from graph_engine import ops
 from graph_engine.compiler import attrs as attr_util
-from graph_engine.compiler import dtypes as dt
-from graph_engine.compiler.errors import CompileError
+from graph_engine.ops import dtypes as dt
+from graph_engine.ops.errors import CompileError
 from graph_engine.compiler.mixlist import CUBE, mix_lists
 from graph_engine.compiler.node import Node
 from graph_engine.compiler.passes import cancel_casts, infer_shapes

@@ -13,7 +13,7 @@ keeps the pattern from matching.
 import numpy as np
 
 from graph_engine.compiler import attrs as attr_util
-from graph_engine.compiler import dtypes as dt
+from graph_engine.ops import dtypes as dt
 from graph_engine.compiler.passes.fusion.contraction_epilogue import _bias, channel_axis
 from graph_engine.compiler.passes.fusion.rewrite import Rewriter, is_float, other_input
 

@@ -5,7 +5,7 @@ import collections
 import numpy as np
 
 from graph_engine.compiler import attrs as attr_util
-from graph_engine.compiler import dtypes as dt
+from graph_engine.ops import dtypes as dt
 from graph_engine.compiler.node import Node, hand_on_origin
 from graph_engine.compiler.passes import infer_shapes
 from graph_engine.ops.base import FLOAT

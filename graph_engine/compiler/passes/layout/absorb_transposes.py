@@ -5,7 +5,7 @@ reads and writes NCHW directly, so
     TransData(NC1HWC0 -> ND) -> Transpose(perm=[0,3,1,2])          becomes  TransData(NC1HWC0 -> NCHW)
 
 which saves the Transpose kernels without adding a TransData."""
-from graph_engine.compiler.model_format import Format
+from graph_engine.ops.formats import Format
 from graph_engine.compiler.passes.layout.insert_transdata import transdata
 
 TO_NHWC, TO_NCHW = [0, 2, 3, 1], [0, 3, 1, 2]

@@ -9,7 +9,7 @@ computed from, so folding it does not grow the stored constants.
 from graph_engine import ops
 from graph_engine.compiler import attrs as attr_util
 from graph_engine.compiler.kernel_attrs import kernel_attrs, split_inputs
-from graph_engine.compiler.model_format import Format
+from graph_engine.ops.formats import Format
 from graph_engine.compiler.node import Node
 from graph_engine.ops import layout
 

@@ -4,7 +4,7 @@ marked nodes, ND inputs of every other node and of the graph outputs. One TransD
 (value, format), shared by all its readers."""
 from graph_engine.compiler.node import Node
 from graph_engine.compiler.passes.layout import support
-from graph_engine.compiler.model_format import Format
+from graph_engine.ops.formats import Format
 from graph_engine.ops.layout import TransData
 
 

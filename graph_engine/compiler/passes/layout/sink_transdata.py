@@ -8,7 +8,7 @@ This is done when an input conversion then dies (sinking) or, for a single such 
 all readers wanted NC1HWC0 (hoisting the conversion out of their way), so the count never
 grows.
 """
-from graph_engine.compiler.model_format import Format
+from graph_engine.ops.formats import Format
 from graph_engine.compiler.passes.layout import support
 from graph_engine.compiler.passes.layout.insert_transdata import transdata
 

@@ -5,9 +5,9 @@ A node chosen to run in NC1HWC0 carries the attr MARK ("_npu_format"; underscore
 reach kernels). Formats are model_format.Format members; None means ND.
 """
 from graph_engine import ops
-from graph_engine.compiler import dtypes as dt
+from graph_engine.ops import dtypes as dt
 from graph_engine.compiler.kernel_attrs import input_names
-from graph_engine.compiler.model_format import Format
+from graph_engine.ops.formats import Format
 from graph_engine.ops.layout import c0
 
 MARK = "_npu_format"
