@@ -7,9 +7,9 @@ What each number is (docs/benchmarks.md has the long form):
     after = the graph the last optimization pass leaves (the log entry before `lower`),
     kernels and TransData from the compiled kernel lists, arena_bytes / live_bytes_lower_bound
     from the memory plan.
-  * cold compile = GE compile seconds of the step's first compile in this process (in-memory
-    compile cache empty); warm compile = the same graphs compiled again by a fresh tf.function
-    after compile.clear_cache() (what a recompile costs once the compiler is warm).
+  * cold compile = GE compile seconds of the step's first compile in this process; warm
+    compile = the same graphs compiled again by a fresh tf.function (what a recompile costs
+    once the compiler is warm).
   * kernels per step = the executor's kernels_executed counter over one warm step, plus the TF
     ops the NPU step still runs outside NPU clusters (variable reads/updates, ...); TF ops on CPU
     = the nodes of the step's post-Grappler partition graphs (TF's RunMetadata of the step's
@@ -62,13 +62,13 @@ def _step_fn(model, mode, from_logits, dev):
 
 
 def _first_call(fn, args, dev, record_graphs):
-    """Calls a fresh tf.function of fn once on `dev` with an empty compile cache; returns
-    (wall seconds, cluster compile reports, executed-op counts of its partition graphs)."""
+    """Calls a fresh tf.function of fn once on `dev`; returns (wall seconds, the compile reports
+    of the clusters it compiled, executed-op counts of its partition graphs)."""
     import tensorflow as tf
     from graph_engine.compiler import compile as ge
     from tensorflow.python.eager import context
     f = tf.function(fn)
-    ge.clear_cache()
+    ge.clear_recent()
     ctx = context.context()
     if record_graphs:
         ctx.enable_run_metadata()

@@ -1,9 +1,13 @@
 """Connects the TF plugin to the graph-engine compiler, and remembers what it compiled.
 
-The plugin (tf_plugin_cc/compile_bridge.cc) calls the native hook from TensorFlow's threads;
+The plugin (tf_plugin_cc/python_compiler.cc) calls the native hook from TensorFlow's threads;
 npu_device._C turns the call into `_compile(kind, request_bytes)` here, with the GIL held, and
 any exception into an error message for TensorFlow. Importing this module registers the hook;
 the plugin imports it by itself when a program never imported npu_device.
+
+Each call goes straight to graph_engine.compiler.api (partition_graph_with_report,
+compile_model_with_report) with the compile options of the configuration of the moment; a
+cluster is known by the `cluster_key` attr the partitioner wrote into its NpuGraphOp.
 
 Every compile is also an event: `log_compile_summary` (or NPU_LOG_COMPILE_SUMMARY) logs one
 line per event, and npu_device.explain() records the events of one call.
@@ -19,7 +23,7 @@ import threading
 import time
 
 from graph_engine.ops import errors
-from npu_device import _C
+from npu_device import _C, configuration, observability
 
 PARTITION, COMPILE_MODEL = 0, 1        # npurtCompileKind (npurt/compiler_hook.h)
 _log = logging.getLogger("npu_device")
@@ -28,7 +32,7 @@ _log = logging.getLogger("npu_device")
 @dataclasses.dataclass
 class PartitionEvent:
     report: object                     # graph_engine.compiler.reports.PartitionReport
-    clusters: dict                     # NpuGraphOp node name -> cluster key (see cluster_key)
+    clusters: dict                     # NpuGraphOp node name -> its attr cluster_key
     seconds: float
 
     def summary(self):
@@ -50,7 +54,7 @@ class ModelEvent:
     input_shapes: list
     kernels: list                      # kernel names, in execution order
     arena_bytes: int
-    key: str                           # cluster key for NpuGraphOp, else None
+    key: str                           # NpuGraphOp: its attr cluster_key; eager op: None
     seconds: float
     metadata: dict = dataclasses.field(default_factory=dict)   # the compiler's model metadata
     from_disk: bool = False            # loaded from the disk compile cache, not compiled
@@ -112,8 +116,9 @@ _disk_cache_writes = 0                 # compiled models stored in the disk cach
 _NO_FALLBACK = (errors.INVALID_ARGUMENT, 14)
 
 
-def cluster_key(cluster_bytes, options_bytes):
-    return hashlib.sha256(bytes(cluster_bytes) + b"\0" + bytes(options_bytes)).hexdigest()
+def _cluster_key(nd):
+    """The cluster key of an NpuGraphOp NodeDef (attr cluster_key), None for an eager op."""
+    return nd.attr["cluster_key"].s.decode() if nd.op == "NpuGraphOp" else None
 
 
 def models_for(key):
@@ -139,28 +144,18 @@ def stop_recording(events):
         _recorders.remove(events)
 
 
-def _log_summaries():
-    try:
-        from npu_device.configuration import current
-        return bool(current().log_compile_summary)
-    except (ImportError, AttributeError):
-        return os.environ.get("NPU_LOG_COMPILE_SUMMARY", "").lower() in ("1", "true")
+def _compile_options(snapshot):
+    """What the graph engine compiles with: the options of `snapshot` marked `compile`, plus
+    `precision` and the memory of one NPU device, which no value or model may exceed."""
+    return dict(snapshot.compile_options(), device_memory_bytes=int(_C.get_config()["hbm_bytes"]))
 
 
 def _partition(request):
-    from graph_engine.compiler.graphdef import export_graph_def, import_graph_def
-    from graph_engine.compiler.partition import partition
-    from tensorflow.core.framework import graph_pb2
+    from graph_engine.compiler import api
     start = time.perf_counter()
-    g = import_graph_def(request)
-    changed, report = partition(g)
-    out = export_graph_def(g).SerializeToString() if changed else bytes(request)
-    clusters = {}
-    if changed:
-        gd = graph_pb2.GraphDef.FromString(out)
-        clusters = {n.name: cluster_key(n.attr["cluster"].s, n.attr["options"].s)
-                    for n in gd.node if n.op == "NpuGraphOp"}
-    return out, PartitionEvent(report, clusters, time.perf_counter() - start)
+    result = api.partition_graph_with_report(request, _compile_options(configuration.current()))
+    return result.graph_def, PartitionEvent(result.report, result.clusters,
+                                            time.perf_counter() - start)
 
 
 def _warn_once(what, subject, message):
@@ -171,12 +166,10 @@ def _warn_once(what, subject, message):
     _log.warning("npu_device: %s", message)
 
 
-def _count_signature(nd, key, shapes):
+def _count_signature(nd, key, shapes, opts):
     """Accounts one new signature of a cluster: the recompile warning, and the bound on
     compiles for values of its run-time shape inputs (raises UnsupportedError past it: the
     kernel then runs those values on CPU instead of compiling one model per step)."""
-    from npu_device.configuration import current
-    opts = current()
     n_values = len(nd.attr["_const_inputs"].list.tensor) if "_const_inputs" in nd.attr else 0
     name = nd.attr["cluster_name"].s.decode() or nd.name
     with _lock:
@@ -241,27 +234,26 @@ def _runtime_identity():
     return _runtime_digest
 
 
-def _disk_key(request):
-    """The disk cache key of a compile request: the request, the compile options the compiler
-    reads, the device memory it checks values against, the compiler version and the runtime
-    that will run the model."""
-    from graph_engine.compiler import disk_cache, options as ge_options
-    from graph_engine.compiler.passes.infer_shapes import device_memory
-    return disk_cache.request_key(request, ge_options.current(),
-                                  f"hbm={device_memory()};runtime={_runtime_identity()}")
+def _disk_key(request, compile_options):
+    """The disk cache key of a compile request: the request, the compile options (the device
+    memory among them), the compiler version and the runtime that will run the model."""
+    from graph_engine.compiler import disk_cache
+    return disk_cache.request_key(request, compile_options, f"runtime={_runtime_identity()}")
 
 
 def _from_disk(cache, key):
-    """The compiled model stored under `key` (bytes and the parsed model), or (None, None)."""
-    from graph_engine.compiler import model_format
+    """The compiled model stored under `key`, as an api.CompileResult, or None."""
+    from graph_engine.compiler import api, model_format
     data = cache.get(key)
     if data is None:
-        return None, None
+        return None
     try:
-        return data, model_format.deserialize(data)
+        model = model_format.deserialize(data)
     except Exception as e:  # noqa: BLE001  (sha256 matched but the model does not parse)
         cache.discard(key, f"the compiled model does not load: {e}")
-        return None, None
+        return None
+    return api.CompileResult(data, [k.kernel for k in model.kernels], model.arena_bytes,
+                             json.loads(model.metadata or "{}"))
 
 
 def _mark_from_disk():
@@ -274,9 +266,7 @@ def _mark_from_disk():
 
 def _compile_model(request):
     global _disk_cache_writes
-    from graph_engine.compiler import model_format
-    from graph_engine.compiler.api import compile_model
-    from npu_device.configuration import current
+    from graph_engine.compiler import api
     from tensorflow.core.framework import node_def_pb2
     try:
         nd = node_def_pb2.NodeDef.FromString(bytes(request))
@@ -284,43 +274,43 @@ def _compile_model(request):
         raise errors.CompileError(f"compile request is not a serialized tensorflow.NodeDef: "
                                   f"{e}") from None
     shapes = [[d.size for d in s.dim] for s in nd.attr["_input_shapes"].list.shape]
-    key = cluster_key(nd.attr["cluster"].s, nd.attr["options"].s) if nd.op == "NpuGraphOp" else None
+    opts = configuration.current()
+    key = _cluster_key(nd)
     if key is not None:
-        _count_signature(nd, key, shapes)
-    opts = current()
+        _count_signature(nd, key, shapes, opts)
+    compile_options = _compile_options(opts)
     cache, mode = _disk_cache(opts)
-    disk_key = out = model = None
+    disk_key = result = None
     start = time.perf_counter()
     if cache is not None:
         try:
-            disk_key = _disk_key(request)
+            disk_key = _disk_key(request, compile_options)
         except Exception as e:  # noqa: BLE001  (compile_model below reports a bad request)
             _log.debug("npu_device: no disk cache key for %r: %s", nd.name, e)
             cache = None
     # A compile that dumps its graphs (dump_graph_path) runs, so that the dumps are written.
     if cache is not None and mode == "enable" and not opts.dump_graph_path:
-        out, model = _from_disk(cache, disk_key)
-    from_disk = out is not None
+        result = _from_disk(cache, disk_key)
+    from_disk = result is not None
     if from_disk:
         _mark_from_disk()
         _log.debug("npu_device: %r loaded from the disk compile cache (%s)", nd.name,
                    cache.path(disk_key))
     else:
-        out = compile_model(request)
-        model = model_format.deserialize(out)
-        if cache is not None and cache.put(disk_key, out, opts.op_compiler_cache_max_size):
+        result = api.compile_model_with_report(request, compile_options)
+        if cache is not None and cache.put(disk_key, result.model,
+                                           opts.op_compiler_cache_max_size):
             with _lock:
                 _disk_cache_writes += 1
             _log.debug("npu_device: %r stored in the disk compile cache (%s)", nd.name,
                        cache.path(disk_key))
     seconds = time.perf_counter() - start
-    event = ModelEvent(nd.name, nd.op, shapes, [k.kernel for k in model.kernels],
-                       model.arena_bytes, key, seconds, json.loads(model.metadata or "{}"),
-                       from_disk)
+    event = ModelEvent(nd.name, nd.op, shapes, result.kernels, result.arena_bytes, key, seconds,
+                       result.metadata, from_disk)
     if key is not None:
         with _lock:
             _models_by_cluster.setdefault(key, []).append(event)
-    return out, event
+    return result.model, event
 
 
 def _compile(kind, request):
@@ -340,7 +330,7 @@ def _compile(kind, request):
     with _lock:
         for events in _recorders:
             events.append(event)
-    if _log_summaries():
+    if configuration.current().log_compile_summary:
         # Asked for explicitly: shown at whatever level the npu_device logger is set to.
         _log.log(max(logging.INFO, _log.getEffectiveLevel()), "npu_device: %s", event.summary())
     if failure is not None:
@@ -361,15 +351,14 @@ def _failure_event(kind, request, e):
             nd = None
         if nd is not None:
             node = nd.name
-            from npu_device.configuration import current
-            fell_back = current().cpu_fallback and errors.error_code(e) not in _NO_FALLBACK
+            fell_back = (configuration.current().cpu_fallback
+                         and errors.error_code(e) not in _NO_FALLBACK)
     event = FailureEvent(kind, message, node, fell_back)
     if fell_back:
         with _lock:
             _fallbacks += 1
             if nd.op == "NpuGraphOp":
-                key = cluster_key(nd.attr["cluster"].s, nd.attr["options"].s)
-                _fallbacks_by_cluster.setdefault(key, []).append(event)
+                _fallbacks_by_cluster.setdefault(_cluster_key(nd), []).append(event)
         _warn_once("fallback", node, f"NPU {'cluster' if nd.op == 'NpuGraphOp' else 'op'} "
                    f"{node!r} cannot be compiled for the NPU, so it runs its TensorFlow ops on "
                    f"CPU instead (results as on CPU; npu_device.explain shows it). Reason: "
@@ -434,27 +423,19 @@ def _plugin():
     return None
 
 
-def push_runtime_options():
-    """Hands options compile_cache_size and cpu_fallback to the plugin, and the dump and
-    profiling options to the runtime (npu_device.observability)."""
-    from npu_device import observability
-    from npu_device.configuration import current
+def _apply_options(snapshot, compile_changed):
+    """The configuration's listener (configuration.on_change): hands options
+    compile_cache_size and cpu_fallback to the plugin and the dump and profiling options to the
+    runtime (npu_device.observability); after a change of the compile options, tells the
+    plugin so that eager ops compile again instead of reusing models built with the old ones
+    (clusters carry their own options)."""
     plugin = _plugin()
     if plugin is not None:
-        plugin.NpuPluginSetCacheSize(current().compile_cache_size)
-        plugin.NpuPluginSetCpuFallback(int(current().cpu_fallback))
-    observability.push_options(current())
-
-
-def options_changed():
-    """Tells the loaded TF plugin that compile options changed, so eager ops compile again
-    instead of reusing models built with the old options (clusters carry their own options).
-    Returns False when no plugin is loaded in this process."""
-    plugin = _plugin()
-    if plugin is None:
-        return False
-    plugin.NpuPluginOptionsChanged()
-    return True
+        if compile_changed:
+            plugin.NpuPluginOptionsChanged()
+        plugin.NpuPluginSetCacheSize(snapshot.compile_cache_size)
+        plugin.NpuPluginSetCpuFallback(int(snapshot.cpu_fallback))
+    observability.push_options(snapshot)
 
 
 def register():
@@ -463,6 +444,6 @@ def register():
 
 
 register()
-push_runtime_options()
+configuration.on_change(_apply_options)
 # Compiles that TF threads start during interpreter shutdown get a clear error instead.
 atexit.register(_C.set_compiler, None)

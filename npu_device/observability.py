@@ -3,8 +3,8 @@
     enable_dump, dump_path, dump_step, dump_mode  -> npurtSetDump      (tensor dumps)
     enable_profiling, profiling_dir               -> npurtSetProfiling (Chrome-trace JSON)
 
-Called whenever options may have changed (npu_device import, set_npu_config). The runtime
-applies them to model runs that start afterwards. TensorFlow's own profiler
+npu_device.compiler_bridge calls push_options whenever the options change (at import and after
+every set_npu_config). The runtime applies them to model runs that start afterwards. TensorFlow's own profiler
 (tf.profiler.experimental.start/stop) needs no option: the plugin registers an NPU profiler.
 """
 import ctypes
@@ -38,11 +38,9 @@ def _bytes(s):
     return None if s is None else os.fsencode(s)
 
 
-def push_options(snapshot=None):
-    """Applies the dump and profiling options of `snapshot` (default: the current options)."""
-    if snapshot is None:
-        from npu_device.configuration import current
-        snapshot = current()
+def push_options(snapshot):
+    """Applies the dump and profiling options of `snapshot` (an npu_device.configuration
+    Snapshot)."""
     lib = _runtime()
     if snapshot.enable_dump:
         try:

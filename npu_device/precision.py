@@ -22,6 +22,7 @@ import contextlib
 import ctypes
 import os
 
+from npu_device import configuration
 from npu_device.configuration.options import OVERFLOW_MODES  # the runtime's enum order
 _OVERFLOW, _NAN = 1, 2
 _lib = None
@@ -47,8 +48,7 @@ def set_overflow_mode(mode):
     if mode not in OVERFLOW_MODES:
         raise ValueError(f"overflow_mode {mode!r} is not allowed; allowed: "
                          f"{', '.join(OVERFLOW_MODES)}")
-    from npu_device.configuration import set_npu_config
-    set_npu_config(overflow_mode=mode)
+    configuration.set_npu_config(overflow_mode=mode)
 
 
 def overflow_mode():
@@ -59,15 +59,17 @@ def overflow_mode():
 def sync_overflow_mode():
     """Applies the option overflow_mode to the runtime again (options apply it themselves
     whenever it changes); returns the mode in effect."""
-    from npu_device import configuration
     apply_overflow_mode(configuration.current().overflow_mode)
     return overflow_mode()
 
 
 def apply_overflow_mode(mode):
-    """Hands `mode` to the runtime's kernels (called by the configuration when the option
-    overflow_mode takes a value; programs use set_overflow_mode or set_npu_config)."""
+    """Hands `mode` to the runtime's kernels (done whenever the options change, below;
+    programs use set_overflow_mode or set_npu_config)."""
     _runtime().npuSetOverflowMode(OVERFLOW_MODES.index(mode))
+
+
+configuration.on_change(lambda snapshot, _: apply_overflow_mode(snapshot.overflow_mode))
 
 
 def _decode(bits):

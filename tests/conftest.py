@@ -11,6 +11,11 @@ os.environ.setdefault("NPU_CPU_FALLBACK", "0")
 # Every test compiles what it runs (compile counts are asserted; a model from an earlier run's
 # disk cache would hide the compiler). tests/test_disk_compile_cache.py turns the cache on.
 os.environ.setdefault("NPU_OP_COMPILER_CACHE_MODE", "disable")
+# TensorFlow on the CPU is the reference, and it must be the same computation on every machine:
+# Intel builds otherwise swap in oneDNN kernels, which differ from TF's own (Eigen) ones in edge
+# cases (empty inputs give wrong shapes or errors, NCHW pooling is accepted). Subprocesses inherit
+# this; the benchmarks compare against TF as users run it, oneDNN included.
+os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 
 # Load the NPU plugin before any test runs a TensorFlow op: once TF's eager context exists the
 # plugin can no longer join the process (an installed package is auto-loaded by TF anyway).

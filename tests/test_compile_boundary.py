@@ -3,12 +3,14 @@ only at run time, CPU fallback for what the engine cannot compile, bounded cache
 recompiles, feeds that are never folded.
 
 Option changes and warnings are per process, so most cases run in a fresh interpreter."""
+import json
+
 import numpy as np
 import tensorflow as tf
 from tensorflow.core.framework import graph_pb2
 
-from graph_engine.compiler.api import partition_graph
-from graph_engine.compiler.testing import place, run_graph
+from graph_engine.compiler.api import partition_graph, partition_graph_with_report
+from graph_engine.compiler.devtools import place, run_graph
 from tests.conftest import run_python
 
 TIMEOUT = 240
@@ -19,6 +21,26 @@ def partitioned(fn, *specs):
     gd, fetches = cf.graph.as_graph_def(), [t.op.name for t in cf.outputs]
     placed = place(gd, fetches=fetches)
     return gd, graph_pb2.GraphDef.FromString(partition_graph(placed.SerializeToString())), cf
+
+
+def test_a_cluster_carries_its_options_and_its_key():
+    # The partitioner writes the one identity of a cluster (attr cluster_key) that the plugin's
+    # model cache and the bridge's events use, and reports the clusters it made by that key.
+    cf = tf.function(lambda x: tf.nn.relu(x * 2.0) + 1.0).get_concrete_function(
+        tf.TensorSpec([4, 3]))
+    placed = place(cf.graph.as_graph_def(), fetches=[t.op.name for t in cf.outputs])
+    request = placed.SerializeToString()
+    opts = {"precision": "force_fp16"}
+    result = partition_graph_with_report(request, opts)
+    (c,) = [n for n in graph_pb2.GraphDef.FromString(result.graph_def).node
+            if n.op == "NpuGraphOp"]
+    assert json.loads(c.attr["options"].s) == opts
+    assert result.clusters == {c.name: c.attr["cluster_key"].s.decode()}
+    assert list(result.report.clusters) == [c.name]
+    assert partition_graph(request, opts) == result.graph_def
+    default = partition_graph_with_report(request)
+    assert default.clusters[c.name] != result.clusters[c.name]    # the options are part of it
+    assert partition_graph_with_report(result.graph_def, opts).clusters == {}   # nothing new
 
 
 def test_a_shape_computed_outside_the_cluster_is_a_value_input():

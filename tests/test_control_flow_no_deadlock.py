@@ -30,7 +30,7 @@ from graph_engine.compiler.api import partition_graph
 from graph_engine.compiler.graphdef import import_graph_def
 from graph_engine.compiler.partition import dag
 from graph_engine.compiler.partition.contexts import control_contexts
-from graph_engine.compiler.testing import place
+from graph_engine.compiler.devtools import place
 
 R = np.random.default_rng(12)
 TIMEOUT = 120               # seconds per program; each takes 5-20 s when nothing hangs
@@ -125,11 +125,11 @@ DEADLINE_MS = 60_000        # a graph that waits for itself fails the test inste
 
 def run(gd, feeds, fetches, device):
     """Runs GraphDef `gd` in a TF session under a deadline, every node on `device`. On CPU,
-    NpuGraphOps run through compile_model and the reference executor (as in testing.run_graph);
+    NpuGraphOps run through compile_model and the reference executor (as in devtools.run_graph);
     with device "" TF places the graph (on the NPU) and the plugin partitions it for real."""
     from tensorflow.python.ops import script_ops
 
-    from graph_engine.compiler.testing import _cluster_as_py_func
+    from graph_engine.compiler.devtools import _cluster_as_py_func
     gd = graph_pb2.GraphDef.FromString(gd.SerializeToString())
     funcs, tokens = [], []      # the py-func registry holds weak references: keep them alive
     try:

@@ -12,16 +12,17 @@ from graph_engine.compiler import attrs as attr_util
 from graph_engine.compiler import compile as compile_module
 from graph_engine.compiler import model_format as mf
 from graph_engine.compiler import reference_executor
-from graph_engine.compiler.api import CompileError, compile_model
-from graph_engine.compiler.testing import cluster_request, op_request, single_cluster
+from graph_engine.compiler.api import CompileError, compile_model, compile_model_with_report
+from graph_engine.compiler.devtools import cluster_request, op_request, single_cluster
 
 R = np.random.default_rng(2)
 
 
-def compile_function(fn, args):
-    """Traces fn, places it on the NPU, partitions it into exactly one cluster and compiles
-    that cluster. Returns (model bytes, cluster inputs, {fetch index: cluster output index})."""
-    cluster, inputs, routes = single_cluster(fn, args)
+def compile_function(fn, args, options=None):
+    """Traces fn, places it on the NPU, partitions it into exactly one cluster (which carries
+    the compile options `options`) and compiles that cluster. Returns (model bytes, cluster
+    inputs, {fetch index: cluster output index})."""
+    cluster, inputs, routes = single_cluster(fn, args, options)
     model = compile_model(cluster_request(cluster, inputs).SerializeToString())
     return model, inputs, dict(enumerate(routes))
 
@@ -270,16 +271,16 @@ def test_metadata_describes_the_model():
     assert meta["arena_bytes"] == 0 and isinstance(meta["options"], dict)
 
 
-def test_compile_cache(monkeypatch):
+def test_eager_options_are_explicit():
     nd, _ = op_request("Exp", {"x": np.ones(3, np.float32)})
     request = nd.SerializeToString()
-    first = compile_model(request)
-    assert compile_model(request) is first
-    monkeypatch.setattr(compile_module.options, "current", lambda: {"precision_mode": "x"})
-    other = compile_model(request)                    # another options fingerprint: recompiled
-    assert other is not first
-    assert json.loads(mf.deserialize(other).metadata)["options"] == {"precision_mode": "x"}
-    assert compile_model(request) is other
+    assert json.loads(mf.deserialize(compile_model(request)).metadata)["options"] == {}
+    result = compile_model_with_report(request, {"precision_mode": "x"})
+    meta = json.loads(mf.deserialize(result.model).metadata)
+    assert meta["options"] == {"precision_mode": "x"} and result.metadata == meta
+    assert result.kernels == meta["kernels"] == ["Exp"]
+    assert result.arena_bytes == meta["arena_bytes"]
+    assert compile_module.recent_compiles()[-1]["options"] == {"precision_mode": "x"}
 
 
 def test_cluster_options_travel_in_the_node():

@@ -1,5 +1,5 @@
 """The fused kernels (graph_engine/ops/fused.py, runtime kernels conv.cc, depthwise.cc,
-matmul.cc, fused_norm.cc, fused_grad.cc) against their numpy references and TensorFlow on CPU,
+matmul.cc, fused_norm.cc, gelu.cc, fused_grad.cc) against their numpy references and TensorFlow on CPU,
 in float32, float16 and bfloat16."""
 import ml_dtypes
 import numpy as np

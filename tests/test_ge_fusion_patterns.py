@@ -11,9 +11,9 @@ from tensorflow.python.framework.convert_to_constants import convert_variables_t
 from graph_engine.compiler import model_format
 from graph_engine.compiler.api import partition_graph
 from graph_engine.compiler.compile import compilation_for
-from graph_engine.compiler.pass_manager import PassManager
+from graph_engine.compiler.pipeline import PassManager
 from graph_engine.compiler.pipeline import PASSES, REQUIRED
-from graph_engine.compiler.testing import cluster_request, place
+from graph_engine.compiler.devtools import cluster_request, place
 from test_kernels_harness import C
 
 FUSION_PASSES = {"fuse_gelu", "fuse_layer_norm", "fuse_softmax", "fold_batch_norm",

@@ -10,7 +10,7 @@ from tensorflow.core.framework import graph_pb2
 
 from graph_engine.compiler import reports
 from graph_engine.compiler.api import partition_graph
-from graph_engine.compiler.testing import place, run_graph
+from graph_engine.compiler.devtools import place, run_graph
 
 # What may legitimately stay outside clusters in a train step; anything else (notably
 # "op X has no NPU implementation") means the registry misses a Keras op.

@@ -15,7 +15,7 @@ from graph_engine.compiler import reference_executor
 from graph_engine.compiler.api import partition_graph
 from graph_engine.compiler.compile import compilation_for
 from graph_engine.compiler.pipeline import pipeline
-from graph_engine.compiler.testing import cluster_request, place
+from graph_engine.compiler.devtools import cluster_request, place
 from test_kernels_harness import C
 
 LAYOUT_OFF = {"assign_formats": "off"}      # nothing marked: no conversions anywhere

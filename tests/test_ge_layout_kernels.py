@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from graph_engine.compiler import model_format as mf
-from graph_engine.compiler.passes.layout import support
+from graph_engine import ops
 from graph_engine.ops import layout
 from test_kernels_harness import (C, FLOAT_TYPES, GraphBuilder, assert_float_close, dt_enum,
                                   random, run_kernel, tf_cpu, to_f32)
@@ -299,14 +299,11 @@ def test_registered_kernels_include_transdata():
     assert "TransData" in C.registered_kernels()
 
 
-BINARY = {"Add", "AddV2", "Maximum", "Minimum", "Mul", "RealDiv", "ReluGrad", "Relu6Grad",
-          "SigmoidGrad", "SquaredDifference", "Sub", "TanhGrad"}
-
-
-@pytest.mark.parametrize("op", sorted(support.LAYOUT_AGNOSTIC))
-def test_every_layout_agnostic_op_of_the_passes_has_an_nc1hwc0_kernel(op):
-    """support.LAYOUT_AGNOSTIC (Python) and elementwise_5hd.cc's list must agree."""
-    n = 3 if op == "AddN" else 2 if op in BINARY else 1
+@pytest.mark.parametrize("op", ops.having("layout_agnostic"))
+def test_every_layout_agnostic_op_has_an_nc1hwc0_kernel(op):
+    """The ops the layout passes run on NC1HWC0 (trait layout_agnostic) run there: the kernel's
+    list comes from the generated op_traits.inc."""
+    n = 3 if op == "AddN" else ops.get(op).arity
     xs = [random((1, 3, 2, 18), seed=40 + i, low=0.5, high=2.0) for i in range(n)]
     attrs = {"SrcT": 1, "DstT": 19} if op == "Cast" else {}
     out_dtype = np.float16 if op == "Cast" else np.float32

@@ -9,7 +9,7 @@ from graph_engine import ops
 from graph_engine.compiler import model_format as mf
 from graph_engine.compiler import reference_executor
 from graph_engine.compiler.compile import compile_model
-from graph_engine.compiler.testing import op_request
+from graph_engine.compiler.devtools import op_request
 
 R = np.random.default_rng(0)
 

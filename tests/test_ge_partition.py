@@ -12,7 +12,7 @@ from graph_engine.compiler.api import partition_graph
 from graph_engine.compiler.graphdef import import_graph_def
 from graph_engine.compiler.partition import TRIVIAL_REASON, dag
 from graph_engine.compiler.partition.candidates import PRESERVE_ATTR
-from graph_engine.compiler.testing import NPU, place, run_graph
+from graph_engine.compiler.devtools import NPU, place, run_graph
 
 R = np.random.default_rng(1)
 

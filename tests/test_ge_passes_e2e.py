@@ -28,13 +28,11 @@ def all_off(tmp_path):
     return str(path)
 
 
-def test_tf_function_step_same_with_passes_off_and_on(monkeypatch):
+def test_tf_function_step_same_with_passes_off_and_on():
     args = mlp_args()
     results, kernels = {}, {}
     for mode, opts in (("on", {}), ("off", {"fusion_switch_file": {"ALL": "off"}})):
-        monkeypatch.setattr(options, "current", lambda opts=opts: dict(opts))
-        compile_module.clear_cache()
-        model, inputs, routes = compile_function(mlp_step, args)
+        model, inputs, routes = compile_function(mlp_step, args, opts)
         got = reference_executor.run(model, inputs)
         results[mode] = [np.asarray(got[routes[i]]) for i in range(len(routes))]
         meta = json.loads(mf.deserialize(model).metadata)
@@ -49,13 +47,11 @@ def test_tf_function_step_same_with_passes_off_and_on(monkeypatch):
 
 
 @pytest.mark.parametrize("name", pipeline.switchable())
-def test_each_optional_pass_can_be_switched_off_alone(monkeypatch, name):
+def test_each_optional_pass_can_be_switched_off_alone(name):
     """Passes must not depend on an optional pass having run: any one of them off still gives
     a valid model with TF's results."""
     args = cnn_args()
-    monkeypatch.setattr(options, "current", lambda: {"fusion_switch_file": {name: "off"}})
-    compile_module.clear_cache()
-    model, inputs, routes = compile_function(cnn_step, args)
+    model, inputs, routes = compile_function(cnn_step, args, {"fusion_switch_file": {name: "off"}})
     meta = json.loads(mf.deserialize(model).metadata)
     assert {p["pass"] for p in meta["passes"] if "skipped" in p} == {name}
     got = reference_executor.run(model, inputs)
@@ -98,11 +94,11 @@ def test_keras_training_and_tf_function_on_npu_same_with_passes_off_and_on(all_o
     try:
         for mode, switch in (("on", None), ("off", all_off)):
             npu_device.set_npu_config(fusion_switch_file=switch)
-            seen = len(compile_module.recent_compiles())
+            compile_module.clear_recent()
             with tf.device(NPU):
                 f = features(tf.constant(x), tf.constant(w)).numpy()
             runs[mode] = train(NPU) + (f,)
-            compiled = compile_module.recent_compiles()[seen:]
+            compiled = compile_module.recent_compiles()
             assert compiled, "nothing was compiled for the NPU"
             # the options reached every compile: all optional passes skipped exactly when off
             assert all(any("skipped" in p for p in r["passes"]) == (mode == "off")

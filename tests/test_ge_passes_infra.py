@@ -10,9 +10,9 @@ import pytest
 import tensorflow as tf
 
 from graph_engine.compiler import compile as compile_module
-from graph_engine.compiler import dump, model_format as mf, options, pass_switches, pipeline
+from graph_engine.compiler import dump, model_format as mf, pass_switches, pipeline
 from graph_engine.ops.errors import CompileError
-from graph_engine.compiler.pass_manager import PassManager
+from graph_engine.compiler.pipeline import PassManager
 from graph_engine.compiler.passes import infer_shapes
 from npu_device.configuration import options as npu_options
 from npu_device.configuration.state import Config
@@ -34,10 +34,8 @@ def redundant(x, w):
 ARGS = [R.standard_normal((4, 6)).astype(np.float32), R.standard_normal((6, 5)).astype(np.float32)]
 
 
-def compile_with(monkeypatch, fn, args, **opts):
-    monkeypatch.setattr(options, "current", lambda: dict(opts))
-    compile_module.clear_cache()
-    model = mf.deserialize(compile_function(fn, args)[0])
+def compile_with(fn, args, **opts):
+    model = mf.deserialize(compile_function(fn, args, opts)[0])
     return model, json.loads(model.metadata)
 
 
@@ -49,8 +47,8 @@ def write(tmp_path, obj, name="switch.json"):
 
 # ---- the pass log ----------------------------------------------------------------------------
 
-def test_metadata_records_every_pass_with_nodes_time_and_stats(monkeypatch):
-    _, meta = compile_with(monkeypatch, redundant, ARGS)
+def test_metadata_records_every_pass_with_nodes_time_and_stats():
+    _, meta = compile_with(redundant, ARGS)
     log = meta["passes"]
     ran = [p["pass"] for p in log]
     # every pass of the pipeline up to serialize (which writes the metadata) in order
@@ -69,10 +67,10 @@ def test_metadata_records_every_pass_with_nodes_time_and_stats(monkeypatch):
     assert compile_module.recent_compiles()[-1]["passes"] == log
 
 
-def test_switch_file_turns_passes_off_and_the_log_says_so(monkeypatch, tmp_path):
-    on, _ = compile_with(monkeypatch, redundant, ARGS)
+def test_switch_file_turns_passes_off_and_the_log_says_so(tmp_path):
+    on, _ = compile_with(redundant, ARGS)
     switches = pass_switches.load(write(tmp_path, {"ALL": "off"}))
-    off, meta_off = compile_with(monkeypatch, redundant, ARGS, fusion_switch_file=switches)
+    off, meta_off = compile_with(redundant, ARGS, fusion_switch_file=switches)
     skipped = {p["pass"] for p in meta_off["passes"] if "skipped" in p}
     assert skipped == set(pipeline.switchable())
     ran = {p["pass"] for p in meta_off["passes"] if "skipped" not in p}

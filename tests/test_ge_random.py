@@ -11,7 +11,7 @@ import tensorflow as tf
 from graph_engine import ops
 from graph_engine.compiler import reference_executor
 from graph_engine.compiler.compile import compile_model
-from graph_engine.compiler.testing import op_request
+from graph_engine.compiler.devtools import op_request
 from npu_device.explain import explain
 
 NPU, CPU = "/device:NPU:0", "/device:CPU:0"

@@ -14,7 +14,7 @@ from graph_engine.ops.errors import CompileError
 from graph_engine.compiler.graphdef import import_graph_def
 from graph_engine.compiler.pass_manager import Compilation
 from graph_engine.compiler.passes import infer_shapes
-from graph_engine.compiler.testing import cluster_request, place
+from graph_engine.compiler.devtools import cluster_request, place
 
 from test_ge_compile import cnn_args, cnn_step, mlp_args, mlp_step  # noqa: E402
 

@@ -21,7 +21,7 @@ from graph_engine import ops
 from graph_engine.ops import dtypes as gdt
 from graph_engine.compiler import reference_executor
 from graph_engine.compiler.compile import compile_model
-from graph_engine.compiler.testing import op_request
+from graph_engine.compiler.devtools import op_request
 from npu_device.tools import op_cases, op_coverage
 
 

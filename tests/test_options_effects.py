@@ -75,7 +75,7 @@ def test_deterministic_reaches_the_runtime_as_a_kernel_attribute():
     import numpy as np
     from graph_engine.compiler import compile as ge_compile, model_format
     from graph_engine.compiler.pipeline import pipeline
-    from graph_engine.compiler.testing import op_request
+    from graph_engine.compiler.devtools import op_request
     from npu_device import _C
     rng = np.random.default_rng(0)
     a, b = (rng.normal(size=(96, 80)).astype(np.float32) for _ in range(2))

@@ -30,7 +30,7 @@ def keep_second_matmul(x, w1, w2):
 @pytest.mark.parametrize("mode", ["allow_mix_precision_fp16", "force_fp16",
                                   "allow_fp32_to_fp16", "cube_fp16in_fp32out"])
 def test_keep_dtype_scope_pins_ops(monkeypatch, mode):
-    m, got = compile_with(monkeypatch, keep_second_matmul, ARGS, precision=mode)
+    m, got = compile_with(keep_second_matmul, ARGS, precision=mode)
     first, second = (k for k in m.kernels if k.kernel == "MatMul")
     assert m.values[second.outputs[0]].dtype == dt.DT_FLOAT
     producers = {o: k for k in m.kernels for o in k.outputs}
@@ -74,7 +74,7 @@ def user_casts(x):
 
 def test_user_cast_chains_cancel(monkeypatch):
     x = (ARGS[0] * 1000).astype(np.float32)
-    m, got = compile_with(monkeypatch, user_casts, [x], precision="must_keep_origin_dtype")
+    m, got = compile_with(user_casts, [x], precision="must_keep_origin_dtype")
     assert cast_problems(m) == []
     casts = [(m.values[k.inputs[0]].dtype, m.values[k.outputs[0]].dtype)
              for k in m.kernels if k.kernel == "Cast"]
@@ -87,7 +87,7 @@ def test_user_cast_chains_cancel(monkeypatch):
 
 @pytest.mark.parametrize("mode", sorted(MODES))
 def test_no_redundant_casts_in_a_training_step(monkeypatch, mode):
-    m, _ = compile_with(monkeypatch, mlp_step, mlp_args(), precision=mode)
+    m, _ = compile_with(mlp_step, mlp_args(), precision=mode)
     assert cast_problems(m) == []
 
 
@@ -96,7 +96,7 @@ def test_mixed_graph_with_user_casts_reads_narrow_values_directly(monkeypatch):
     the pass's Cast back to float16 cancels with the user's, no Cast is left before the MatMul."""
     def f(x, w):
         return [tf.matmul(tf.cast(tf.cast(x, tf.float16), tf.float32), w)]
-    m, _ = compile_with(monkeypatch, f, ARGS[:2], precision="allow_mix_precision_fp16")
+    m, _ = compile_with(f, ARGS[:2], precision="allow_mix_precision_fp16")
     assert cast_problems(m) == []
     assert kernel_types(m, "MatMul") == [dt.DT_HALF]
     assert [k.kernel for k in m.kernels].count("Cast") == 3      # x, w to fp16; result to fp32

@@ -1,7 +1,9 @@
 // NpuGraphOp: one cluster of a partitioned graph, run as one compiled model on the NPU.
 //
 // The graph engine's partitioner writes these nodes (attrs below); the kernel compiles the
-// cluster for the input shapes it sees, once per signature, and runs it. Inputs come in two
+// cluster for the input shapes it sees, once per signature, and runs it. Its models are cached
+// under the cluster's identity, attr `cluster_key`, which the partitioner computed: the plugin
+// hashes no cluster itself. Inputs come in two
 // lists: `args`, the data, and `values`, inputs whose contents the compiler needs (shapes, axes,
 // range limits ... computed at run time): they live in host memory, and their contents join
 // the signature and are compiled in as constants, the way XLA treats must-be-constant inputs.
@@ -20,7 +22,6 @@
 #include "tensorflow/core/framework/op_def_builder.h"
 #include "tensorflow/core/framework/common_shape_fns.h"
 #include "tensorflow/core/framework/tensor.pb.h"
-#include "tsl/platform/hash.h"
 
 namespace npu_tf {
 namespace {
@@ -32,23 +33,20 @@ using tensorflow::Tensor;
 class NpuGraphOp : public tensorflow::OpKernel {
  public:
   explicit NpuGraphOp(OpKernelConstruction* c) : OpKernel(c), device_(DeviceIndex(c->device())) {
-    std::string cluster, options;
+    std::string cluster, cluster_key;
     OP_REQUIRES_OK(c, c->GetAttr("cluster", &cluster));
-    OP_REQUIRES_OK(c, c->GetAttr("options", &options));
+    OP_REQUIRES_OK(c, c->GetAttr("cluster_key", &cluster_key));
+    OP_REQUIRES(c, !cluster_key.empty(),
+                absl::InvalidArgumentError("NpuGraphOp: attr cluster_key is empty"));
     tensorflow::DataTypeVector tin;
     OP_REQUIRES_OK(c, c->GetAttr("Tin", &tin));
     num_args_ = static_cast<int>(tin.size());
-    // The cluster body can be large: key on a 128-bit hash (two seeds) and its length.
-    auto print = [](const std::string& s) {
-      return absl::StrCat(tsl::Hash64(s.data(), s.size(), 0x6e7075), ":",
-                          tsl::Hash64(s.data(), s.size(), 0x67726170), ":", s.size());
-    };
-    key_ = absl::StrCat(kNpuGraphOp, "|", print(cluster), "|", print(options));
+    key_ = absl::StrCat(kNpuGraphOp, "|", cluster_key);
     tensorflow::GraphDef body;
     OP_REQUIRES(c, body.ParseFromString(cluster),
                 absl::InvalidArgumentError("NpuGraphOp: attr cluster is not a GraphDef"));
-    fallback_ = std::make_unique<CpuFallback>(
-        absl::StrCat(name(), "_", tsl::Hash64(cluster.data(), cluster.size())), std::move(body));
+    fallback_ = std::make_unique<CpuFallback>(absl::StrCat(name(), "_", cluster_key),
+                                              std::move(body));
   }
 
   void Compute(OpKernelContext* ctx) override {
@@ -112,6 +110,8 @@ absl::Status RegisterNpuGraphOp() {
             .Attr("cluster: string")          // serialized GraphDef with _Arg/_Retval nodes
             .Attr("cluster_name: string")
             .Attr("options: string = ''")     // graph-engine options the cluster compiles with
+            .Attr("cluster_key: string")      // the cluster's identity: sha256 of cluster and
+                                              // options (graph_engine partition.cluster_key)
             .SetShapeFn(tensorflow::shape_inference::UnknownShape)
             .Doc("A cluster of TF ops compiled by the NPU graph engine and run as one model.")
             .Finalize(op);

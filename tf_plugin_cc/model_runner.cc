@@ -8,7 +8,7 @@
 #include <unordered_map>
 
 #include "absl/strings/str_cat.h"
-#include "compile_bridge.h"
+#include "python_compiler.h"
 #include "tensorflow/c/kernels.h"
 #include "tensorflow/c/tf_status.h"
 #include "tensorflow/core/framework/attr_value.pb.h"
@@ -258,7 +258,7 @@ int DeviceIndex(tensorflow::DeviceBase* device) {
 
 }  // namespace npu_tf
 
-// Called by npu_device.compiler_bridge.options_changed() (through ctypes) after the compile
+// Called by npu_device.compiler_bridge (through ctypes) after the compile
 // options changed: later eager compiles must not reuse models built with the old ones.
 extern "C" __attribute__((visibility("default"))) void NpuPluginOptionsChanged() {
   npu_tf::g_options_generation.fetch_add(1, std::memory_order_relaxed);

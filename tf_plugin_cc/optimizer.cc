@@ -12,7 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "compile_bridge.h"
+#include "python_compiler.h"
 #include "tensorflow/c/experimental/grappler/grappler.h"
 #include "tensorflow/c/tf_status.h"
 #include "tensorflow/core/framework/graph.pb.h"

@@ -3,6 +3,7 @@
 #define TF_PLUGIN_CC_REGISTRATION_H_
 
 #include "absl/status/status.h"
+#include "absl/types/span.h"
 
 namespace npu_tf {
 
@@ -20,6 +21,11 @@ absl::Status RegisterEagerKernels(int* registered);
 // NPU kernels for ResourceGather(Nd) and ResourceScatter(Nd)* on NPU variables
 // (resource_ops.cc). Returns how many ops got kernels.
 absl::Status RegisterResourceKernels(int* registered);
+
+// AlreadyExists naming the first of `ops` that has an NPU kernel already (registered by another
+// copy of the plugin, or by the graph engine's op table): a second one would make TF's kernel
+// lookup ambiguous (resource_ops.cc).
+absl::Status CheckNoNpuKernels(absl::Span<const char* const> ops);
 
 // NPU kernels for AssignVariableOp, AssignAddVariableOp and AssignSubVariableOp that account
 // variable memory (variable_ops.cc). Returns how many ops got kernels.

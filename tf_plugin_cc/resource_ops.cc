@@ -423,16 +423,6 @@ class ResourceScatterNdOp : public OpKernel {
 // ---------------------------------------------------------------------------------------------
 // Registration.
 
-// Whether some kernel of `op` is already registered for the NPU (by another copy of the plugin,
-// or by the graph engine's op table): a second one would make TF's kernel lookup ambiguous.
-bool HasNpuKernel(const char* op) {
-  const tensorflow::KernelList kernels = tensorflow::GetRegisteredKernelsForOp(op);
-  for (const tensorflow::KernelDef& k : kernels.kernel()) {
-    if (k.device_type() == kNpuDeviceType) return true;
-  }
-  return false;
-}
-
 template <typename Kernel>
 void Register(const char* op, const char* resource_arg, const char* type_attr, DataType type,
               DataType index_type, const char* class_name) {
@@ -486,6 +476,19 @@ void RegisterForType() {
 
 }  // namespace
 
+absl::Status CheckNoNpuKernels(absl::Span<const char* const> ops) {
+  for (const char* op : ops) {
+    const tensorflow::KernelList kernels = tensorflow::GetRegisteredKernelsForOp(op);
+    for (const tensorflow::KernelDef& k : kernels.kernel()) {
+      if (k.device_type() == kNpuDeviceType) {
+        return absl::AlreadyExistsError(
+            absl::StrCat("an NPU kernel for ", op, " is already registered"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status RegisterResourceKernels(int* registered) {
   *registered = 0;
   static constexpr const char* kOps[] = {
@@ -494,12 +497,8 @@ absl::Status RegisterResourceKernels(int* registered) {
       "ResourceScatterMin",  "ResourceScatterMax",   "ResourceScatterUpdate",
       "ResourceScatterNdAdd", "ResourceScatterNdSub", "ResourceScatterNdUpdate",
       "ResourceScatterNdMin", "ResourceScatterNdMax"};
-  for (const char* op : kOps) {
-    if (HasNpuKernel(op)) {
-      return absl::AlreadyExistsError(
-          absl::StrCat("an NPU kernel for ", op, " is already registered"));
-    }
-  }
+  absl::Status status = CheckNoNpuKernels(kOps);
+  if (!status.ok()) return status;
   RegisterForType<float>();
   RegisterForType<Eigen::half>();
   RegisterForType<Eigen::bfloat16>();

@@ -211,15 +211,9 @@ void RegisterForType() {
 
 absl::Status RegisterVariableKernels(int* registered) {
   *registered = 0;
-  for (const char* op : {"AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp"}) {
-    const tensorflow::KernelList kernels = tensorflow::GetRegisteredKernelsForOp(op);
-    for (const tensorflow::KernelDef& k : kernels.kernel()) {
-      if (k.device_type() == kNpuDeviceType) {
-        return absl::AlreadyExistsError(
-            absl::StrCat("an NPU kernel for ", op, " is already registered"));
-      }
-    }
-  }
+  absl::Status status =
+      CheckNoNpuKernels({"AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp"});
+  if (!status.ok()) return status;
   // The types that live in NPU memory (int32 stays in host memory: TF's DEVICE_DEFAULT kernels
   // serve it, and it is not device memory to count).
   RegisterForType<float>();

@@ -7,12 +7,13 @@ The request is a serialized tensorflow.NodeDef with attr `_input_shapes` (list(s
     `_const_inputs` (list(tensor)) give the compile-time-constant inputs by position; the other
     inputs, in order, are the model inputs; all of the op's outputs are model outputs.
     `_input_shapes` has one shape per op input (constant ones included) or one per model input.
-Results are cached by (request hash, options fingerprint).
+Nothing is cached here: the TF plugin keeps the models it loaded (keyed by the NpuGraphOp's
+`cluster_key`, or the eager op and its signature) and npu_device's bridge the disk cache.
 """
 import collections
 import contextlib
+import dataclasses
 import gc
-import hashlib
 import json
 import threading
 import time
@@ -20,7 +21,8 @@ import time
 from tensorflow.core.framework import node_def_pb2
 
 from graph_engine.compiler import attrs as attr_util
-from graph_engine.compiler import model_format, options
+from graph_engine.compiler import model_format
+from graph_engine.compiler.options import or_defaults
 from graph_engine.ops.errors import CompileError
 from graph_engine.compiler.graph import Graph
 from graph_engine.compiler.graphdef import import_graph_def, parse_input
@@ -29,8 +31,6 @@ from graph_engine.compiler.pass_manager import Compilation
 from graph_engine.compiler.pipeline import pipeline
 from graph_engine.compiler.signature import signature
 
-CACHE_SIZE = 256
-_cache = collections.OrderedDict()
 _lock = threading.Lock()
 _recent = collections.deque(maxlen=64)     # what the last compiles produced, for reports
 _gc_pausers = 0                             # compiles running with the cyclic GC paused
@@ -59,7 +59,7 @@ def _gc_paused():
 
 def recent_compiles():
     """The newest compiles (newest last): each the model's metadata (passes, kernels, memory
-    plan; see serialize.py) plus `compile_seconds`. Cache hits are not listed."""
+    plan; see serialize.py) plus `compile_seconds`."""
     with _lock:
         return [dict(r) for r in _recent]
 
@@ -159,42 +159,47 @@ def _eager_compilation(nd, shapes, opts):
                        source="eager op")
 
 
+@dataclasses.dataclass(frozen=True)
+class CompileResult:
+    model: bytes           # the compiled model (docs/compiled_model_format.md)
+    kernels: list          # kernel names, in execution order
+    arena_bytes: int       # planned working memory
+    metadata: dict         # the model's metadata (serialize.py), parsed
+
+
 def compilation_for(nodedef_bytes, opts=None):
-    """The Compilation (not yet run) for a request."""
+    """The Compilation (not yet run) for a request, with options `opts` (None: the defaults;
+    a cluster compiles with the options it carries)."""
     nd = node_def_pb2.NodeDef()
     try:
         nd.ParseFromString(bytes(nodedef_bytes))
     except Exception as e:
         raise CompileError(f"compile request is not a serialized tensorflow.NodeDef: {e}") from None
-    opts = options.current() if opts is None else opts
+    opts = or_defaults(opts)
     shapes = _input_shapes(nd)
     if nd.op == "NpuGraphOp":
         return _cluster_compilation(nd, shapes, opts)
     return _eager_compilation(nd, shapes, opts)
 
 
-def compile_model(nodedef_bytes) -> bytes:
-    nodedef_bytes = bytes(nodedef_bytes)
-    opts = options.current()
-    key = (hashlib.sha256(nodedef_bytes).hexdigest(), options.fingerprint(opts))
-    with _lock:
-        if key in _cache:
-            _cache.move_to_end(key)
-            return _cache[key]
+def compile_model_with_report(nodedef_bytes, options=None) -> CompileResult:
+    """A compile request (bytes) -> CompileResult. `options`: the compile options (a dict;
+    None: the defaults) for an eager op; a cluster compiles with the options it carries."""
     start = time.perf_counter()
     with _gc_paused():
-        c = pipeline().run(compilation_for(nodedef_bytes, opts))
+        c = pipeline().run(compilation_for(nodedef_bytes, options))
         data = model_format.serialize(c.model)
-    report = dict(json.loads(c.model.metadata), compile_seconds=time.perf_counter() - start)
+    metadata = json.loads(c.model.metadata)
     with _lock:
-        _recent.append(report)
-        _cache[key] = data
-        while len(_cache) > CACHE_SIZE:
-            _cache.popitem(last=False)
-    return data
+        _recent.append(dict(metadata, compile_seconds=time.perf_counter() - start))
+    return CompileResult(data, [k.kernel for k in c.model.kernels], c.model.arena_bytes, metadata)
 
 
-def clear_cache():
+def compile_model(nodedef_bytes, options=None) -> bytes:
+    """compile_model_with_report's model alone."""
+    return compile_model_with_report(nodedef_bytes, options).model
+
+
+def clear_recent():
     with _lock:
-        _cache.clear()
         _recent.clear()

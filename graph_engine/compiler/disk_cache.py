@@ -101,9 +101,9 @@ def compiler_version():
 
 def request_key(request, opts, extra=""):
     """The cache key (64 hex chars) of a compile request (a serialized NodeDef, as
-    graph_engine.compiler.compile.compile_model takes it) compiled with options `opts`
-    (graph_engine.compiler.options.current()); `extra` names anything else the compiler reads
-    from the process (device memory). Raises on a request that is not a NodeDef."""
+    graph_engine.compiler.api.compile_model takes it) compiled with the compile options `opts`
+    (the dict given to compile_model); `extra` names anything else the compiler reads from the
+    process (device memory). Raises on a request that is not a NodeDef."""
     from tensorflow.core.framework import graph_pb2, node_def_pb2
     nd = node_def_pb2.NodeDef.FromString(bytes(request))
     if "cluster" in nd.attr and nd.attr["cluster"].s:
@@ -111,6 +111,9 @@ def request_key(request, opts, extra=""):
         # attrs -- serialize in no fixed order otherwise).
         body = graph_pb2.GraphDef.FromString(nd.attr["cluster"].s)
         nd.attr["cluster"].s = body.SerializeToString(deterministic=True)
+        # Its identity hashes the body as serialized, which varies from process to process; the
+        # key has the body canonical, and the options, already.
+        nd.attr.pop("cluster_key", None)
     h = hashlib.sha256(b"npu_device compile cache\0")
     for part in (compiler_version(), ge_options.to_json(opts), str(extra)):
         h.update(part.encode() + b"\0")

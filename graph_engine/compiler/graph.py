@@ -33,11 +33,7 @@ class Graph:
         del self.nodes[node.name]
 
     def unique_name(self, base):
-        name, i = base, 0
-        while name in self.nodes:
-            i += 1
-            name = f"{base}_{i}"
-        return name
+        return unique_name(base, self.nodes)
 
     # ---- structure ----------------------------------------------------------------------
     def data_consumers(self):
@@ -72,41 +68,58 @@ class Graph:
 
     def topo_order(self):
         """Nodes producers-first (data and control edges), stable in insertion order."""
-        nodes = list(self.nodes.values())
-        # Usually insertion order already is producers-first, and then it is the answer (the
-        # smallest-position ready node is always the next one): one linear check.
-        if self._in_insertion_order():
-            return nodes
-        position = {n: i for i, n in enumerate(nodes)}
-        pending, succ = {}, collections.defaultdict(list)
-        for n in nodes:
-            preds = {v.node for v in n.inputs}
-            preds.update(n.control_inputs)
-            pending[n] = len(preds)
-            for p in preds:
-                succ[p].append(n)
-        heap = [i for i, n in enumerate(nodes) if pending[n] == 0]   # sorted: a heap already
-        order = []
-        while heap:
-            n = nodes[heapq.heappop(heap)]
-            order.append(n)
-            for s in succ[n]:
-                pending[s] -= 1
-                if pending[s] == 0:
-                    heapq.heappush(heap, position[s])
-        if len(order) != len(nodes):
-            stuck = sorted(n.name for n, k in pending.items() if k > 0)[:5]
-            raise CompileError(f"graph has a cycle through {stuck}")
-        return order
+        return topo_sort(list(self.nodes.values()), _producers)
 
-    def _in_insertion_order(self):
-        seen = set()
-        for n in self.nodes.values():
-            for v in n.inputs:
-                if v.node not in seen:
-                    return False
-            for p in n.control_inputs:
-                if p not in seen:
-                    return False
-            seen.add(n)
-        return True
+
+def unique_name(base, taken):
+    """`base`, else the first of `base_1`, `base_2` ... that is not in `taken`."""
+    name, i = base, 0
+    while name in taken:
+        i += 1
+        name = f"{base}_{i}"
+    return name
+
+
+def _producers(node):
+    return [v.node for v in node.inputs] + list(node.control_inputs)
+
+
+class CycleError(CompileError):
+    """topo_sort found a cycle; `stuck` names (up to) five of the nodes on or behind it."""
+
+    def __init__(self, stuck):
+        self.stuck = stuck
+        super().__init__(f"graph has a cycle through {stuck}")
+
+
+def topo_sort(nodes, producers):
+    """`nodes` producers-first, where producers(n) lists the nodes n depends on (only those
+    edges count). Stable: of the nodes ready, the earliest in `nodes` comes next, so a list
+    already producers-first comes back as it is. CycleError if the edges have a cycle."""
+    # Usually `nodes` already is producers-first, and then it is the answer: one linear check.
+    seen = set()
+    for n in nodes:
+        if any(p not in seen for p in producers(n)):
+            break
+        seen.add(n)
+    else:
+        return list(nodes)
+    position = {n: i for i, n in enumerate(nodes)}
+    pending, succ = {}, collections.defaultdict(list)
+    for n in nodes:
+        preds = set(producers(n))
+        pending[n] = len(preds)
+        for p in preds:
+            succ[p].append(n)
+    heap = [i for i, n in enumerate(nodes) if pending[n] == 0]   # sorted: a heap already
+    order = []
+    while heap:
+        n = nodes[heapq.heappop(heap)]
+        order.append(n)
+        for s in succ[n]:
+            pending[s] -= 1
+            if pending[s] == 0:
+                heapq.heappush(heap, position[s])
+    if len(order) != len(nodes):
+        raise CycleError(sorted(n.name for n, k in pending.items() if k > 0)[:5])
+    return order

@@ -6,47 +6,37 @@ black  keep float32 (range- or accuracy-sensitive: exponentials, logs, reduction
 gray   follow the producers: reduce only when every float input already is narrow
 
 Like TF's auto mixed precision (allow/deny/infer lists). docs/precision.md shows this table;
-tests/test_precision_lists.py keeps it in sync (`python -m graph_engine.compiler.mixlist`
+tests/test_precision_pass.py keeps it in sync (`python -m graph_engine.compiler.mixlist`
 prints it).
 """
-import json
-import os
-
+from graph_engine import ops
+from graph_engine.compiler.options import read_json
 from graph_engine.ops.errors import CompileError
 
-WHITE = frozenset({"MatMul", "BatchMatMulV2", "BatchMatMulV3", "Conv2D", "Conv2DBackpropInput",
-                   "Conv2DBackpropFilter", "DepthwiseConv2dNative",
-                   "DepthwiseConv2dNativeBackpropInput", "DepthwiseConv2dNativeBackpropFilter"})
+
+def _listed(kind):
+    return frozenset(name for name, op in ops.registered().items() if op.mixlist == kind)
+
+
+# Each op's list is its trait `mixlist` (graph_engine/ops); ops on no list keep float32.
+WHITE = _listed("white")
 CUBE = WHITE            # the matrix ops of allow_fp32_to_* and cube_fp16in_fp32out
-BLACK = frozenset({"Exp", "Log", "Log1p", "Pow", "Softmax", "LogSoftmax", "Sum", "Mean", "Prod",
-                   "SoftmaxCrossEntropyWithLogits", "SparseSoftmaxCrossEntropyWithLogits",
-                   "Softplus", "SoftplusGrad", "Rsqrt", "Sqrt", "RsqrtGrad", "SqrtGrad",
-                   "Reciprocal", "RealDiv", "Div", "L2Loss", "FusedBatchNormV3",
-                   "FusedBatchNormGradV3", "SquaredDifference"})
-GRAY = frozenset({"Add", "AddV2", "AddN", "Sub", "Mul", "Neg", "Abs", "Square", "Maximum",
-                  "Minimum", "BiasAdd", "BiasAddGrad", "Relu", "Relu6", "ReluGrad", "Relu6Grad",
-                  "LeakyRelu", "LeakyReluGrad", "Elu", "EluGrad", "Sigmoid", "SigmoidGrad",
-                  "Tanh", "TanhGrad", "MaxPool", "MaxPoolGrad", "AvgPool", "AvgPoolGrad",
-                  "Reshape", "Squeeze", "ExpandDims", "Transpose", "ConcatV2", "Pack", "Unpack",
-                  "Slice", "StridedSlice", "StridedSliceGrad", "Tile", "BroadcastTo", "Pad",
-                  "Split", "SplitV", "Identity", "IdentityN", "SelectV2", "Select"})
+BLACK = _listed("black")
+GRAY = _listed("gray")
+
 LISTS = ("white-list", "black-list", "gray-list")
 
 
 def _parse(modify):
-    if not isinstance(modify, str):
-        return modify or {}
-    text = modify.strip()
-    if not text:
+    if not modify or (isinstance(modify, str) and not modify.strip()):
         return {}
-    if not text.startswith("{") and os.path.exists(text):
-        with open(text) as f:
-            text = f.read()
     try:
-        return json.loads(text)
+        where, obj = read_json(modify)
     except ValueError as e:
-        raise CompileError(f"modify_mixlist is neither a JSON object nor a readable JSON "
-                           f"file: {e}") from None
+        raise CompileError(f"modify_mixlist: {e}") from None
+    if not isinstance(obj, dict):
+        raise CompileError(f"modify_mixlist: {where} is not a JSON object")
+    return obj
 
 
 def mix_lists(modify=None):
@@ -68,8 +58,8 @@ def mix_lists(modify=None):
 def markdown_table():
     """The lists as the Markdown table docs/precision.md embeds."""
     rows = ["| list | ops |", "|---|---|"]
-    for name, ops in (("white", WHITE), ("black", BLACK), ("gray", GRAY)):
-        rows.append(f"| {name} | {', '.join(f'`{op}`' for op in sorted(ops))} |")
+    for name, listed in (("white", WHITE), ("black", BLACK), ("gray", GRAY)):
+        rows.append(f"| {name} | {', '.join(f'`{op}`' for op in sorted(listed))} |")
     return "\n".join(rows)
 
 

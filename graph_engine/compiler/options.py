@@ -1,17 +1,20 @@
-"""Compile-relevant options, read softly from npu_device.configuration.
+"""The options a compile runs with: a dict of JSON-able values that the caller passes to
+partition_graph() and compile_model() (graph_engine.compiler.api).
 
-The graph engine must not import npu_device itself (that loads the TF plugin as a side effect),
-so options are taken only when the application already imported npu_device.configuration and
-it offers current(); otherwise the compile runs with no options (the graph's own dtypes). Only
-options that change a compiled graph are kept (the configuration marks them `compile`), plus
-`precision`, the canonical precision mode.
+The graph engine reads no configuration of its own. npu_device's bridge passes the options its
+configuration marks `compile`, plus `precision`, the canonical precision mode
+(npu_device.configuration Snapshot.compile_options()); a caller that passes none compiles with
+DEFAULTS: the graph's own dtypes, every pass on.
 """
-import hashlib
 import json
 import os
-import sys
 
 DEFAULTS = {}
+
+
+def or_defaults(opts):
+    """`opts`, or a copy of DEFAULTS when the caller gave none (None)."""
+    return dict(DEFAULTS) if opts is None else opts
 
 
 def read_json(value):
@@ -37,41 +40,7 @@ def read_json(value):
         raise ValueError(f"{where} is not valid JSON ({e})") from None
 
 
-def _jsonable(value):
-    try:
-        json.dumps(value)
-        return True
-    except (TypeError, ValueError):
-        return False
-
-
-def _compile_option_names():
-    """Names of the options that change compiled graphs, or None if the configuration does not
-    say (then every option is kept)."""
-    declared = getattr(sys.modules.get("npu_device.configuration.options"), "OPTIONS", None)
-    if not declared:
-        return None
-    return {o.name for o in declared if getattr(o, "compile", False)} | {"precision"}
-
-
-def current() -> dict:
-    module = sys.modules.get("npu_device.configuration")
-    get = getattr(module, "current", None)
-    if get is None:
-        return dict(DEFAULTS)
-    try:
-        opts = get()
-        opts = opts.to_dict() if hasattr(opts, "to_dict") else dict(opts)
-    except Exception:          # a broken configuration must not break compiles
-        return dict(DEFAULTS)
-    keep = _compile_option_names()
-    return {k: v for k, v in sorted(opts.items())
-            if (keep is None or k in keep) and not k.startswith("_") and _jsonable(v)}
-
-
 def to_json(opts) -> str:
+    """The canonical text of `opts`: what an NpuGraphOp carries (attr `options`) and what
+    cluster and disk cache keys hash."""
     return json.dumps(opts, sort_keys=True)
-
-
-def fingerprint(opts) -> str:
-    return hashlib.sha256(to_json(opts).encode()).hexdigest()[:16]

@@ -1,23 +1,22 @@
-"""The compile pipeline: named passes over one Compilation, run in order.
+"""What a compile pipeline (pipeline.py) is made of: the Compilation its passes share, the rules
+that switch optional passes off, and the per-pass log.
 
 A pass is a function `run(c: Compilation)` in its own module under passes/; it reads and
 updates the state below and may return a dict of statistics ({"folded": 3}). Errors are
 CompileErrors naming the node; anything else escaping a pass is a compiler bug and is reported
 with the pass name.
 
-Per pass the manager records in `c.log` (the compiled model's metadata "passes"):
+Per pass the pipeline's PassManager records in `c.log` (the compiled model's metadata "passes"):
     {"pass": name, "nodes_before": n, "nodes": n after, "ms": wall time, "stats": {...}}
 or {"pass": name, "skipped": "switched off by fusion_switch_file"} (or by the option that
-switched it off). Compile options it reads: `fusion_switch_file` (normalised switches, see
-pass_switches.py), the options of pass_switches.OPTION_SWITCHES (`enable_graph_kernel`) and
-`dump_graph_path` (the graph as text and Graphviz dot before the first pass and after each one,
-see dump.py).
+switched it off).
+
+The switch rules below take the names of the passes they switch as arguments: the pipeline
+passes its own (pipeline.load_switches); the file format is described in pass_switches.py.
 """
 import dataclasses
-import time
 
-from graph_engine.compiler import dump, pass_switches
-from graph_engine.ops.errors import CompileError
+from graph_engine.compiler.options import read_json
 
 
 @dataclasses.dataclass
@@ -33,61 +32,62 @@ class Compilation:
     log: list = dataclasses.field(default_factory=list)   # per pass, see the module doc
 
 
-def switches_of(options):
-    """The normalised pass switches of compile options (CompileError if malformed)."""
-    value = options.get("fusion_switch_file")
-    if not value:
-        return {}
-    try:
-        return pass_switches.load(value)
-    except ValueError as e:
-        raise CompileError(f"compile option fusion_switch_file: {e}") from None
+ALL = "ALL"
+VALUES = ("on", "off")
+ASCEND_GROUPS = ("GraphFusion", "UBFusion")
+# Boolean compile options that switch passes off when false (and leave them to the switches
+# when true): option -> passes. A pass runs only if the switches and every such option let it.
+OPTION_SWITCHES = {"enable_graph_kernel": ("fuse_elementwise",)}
 
 
-def _check_graph(c, name):
-    """A pass must not leave inputs pointing at removed nodes: catch it where it happens."""
-    nodes = c.graph.nodes
-    for n in nodes.values():
-        for v in n.inputs:
-            if nodes.get(v.node.name) is not v.node:
-                raise CompileError(f"internal error: compiler pass {name!r} left input {v.ref} "
-                                   f"of node {n.name!r} pointing at a removed node")
+def _flatten(where, obj):
+    if not isinstance(obj, dict):
+        raise ValueError(f"{where}: the top level must be a JSON object, got "
+                         f"{type(obj).__name__}")
+    if "Switch" not in obj:
+        return obj
+    flat = {k: v for k, v in obj.items() if k != "Switch"}
+    groups = obj["Switch"]
+    if not isinstance(groups, dict) or not all(isinstance(g, dict) for g in groups.values()):
+        raise ValueError(f"{where}: \"Switch\" must map {' / '.join(ASCEND_GROUPS)} to objects")
+    for group in groups.values():
+        flat.update(group)
+    return flat
 
 
-class PassManager:
-    def __init__(self, passes, required=()):
-        self.passes = list(passes)                  # [(name, run)]
-        self.required = frozenset(required)         # names the switches cannot turn off
+def parse_switches(value, switchable, required):
+    """The normalised switches {name: "on"|"off"} from a path, JSON text or dict, whose names
+    must be in `switchable` (`required`: passes that cannot be switched off); ValueError naming
+    the source, the problem and the allowed names/values."""
+    where, obj = read_json(value)
+    result = {}
+    for name, state in _flatten(where, obj).items():
+        if name != ALL and name not in switchable:
+            why = "is required and cannot be switched off" if name in required \
+                else "is not a pass"
+            raise ValueError(f"{where}: {name!r} {why}; switchable names: "
+                             f"{', '.join([ALL] + sorted(switchable))}")
+        if not isinstance(state, str) or state.strip().lower() not in VALUES:
+            raise ValueError(f"{where}: value {state!r} for {name!r} is not allowed; values: "
+                             f"{', '.join(VALUES)}")
+        result[name] = state.strip().lower()
+    return dict(sorted(result.items()))
 
-    def run(self, c: Compilation):
-        switches = switches_of(c.options)
-        dumper = dump.Dumper.for_options(c.options, c.name)
-        if dumper:
-            dumper.write("input", c.graph)
-        for name, run in self.passes:
-            off = None if name in self.required else \
-                pass_switches.switched_off_by(name, switches, c.options)
-            if off:
-                c.log.append({"pass": name, "skipped": f"switched off by {off}"})
-                continue
-            before, start = len(c.graph), time.perf_counter()
-            try:
-                stats = run(c)
-            except CompileError:
-                raise
-            except Exception as e:                  # a bug in a pass: say where
-                raise CompileError(f"internal error in compiler pass {name!r} while compiling "
-                                   f"{c.name!r}: {type(e).__name__}: {e}") from e
-            if stats is not None and not isinstance(stats, dict):
-                raise CompileError(f"internal error: compiler pass {name!r} returned "
-                                   f"{type(stats).__name__}, expected a statistics dict or None")
-            _check_graph(c, name)
-            c.log.append({"pass": name, "nodes_before": before, "nodes": len(c.graph),
-                          "ms": round(1000 * (time.perf_counter() - start), 3),
-                          "stats": dict(stats or {})})
-            if dumper:
-                dumper.write(name, c.graph)
-        return c
+
+def enabled(name, switches):
+    """Whether optional pass `name` runs under the normalised `switches`."""
+    return switches.get(name, switches.get(ALL, "on")) == "on"
+
+
+def switched_off_by(name, switches, options):
+    """What turns optional pass `name` off: "fusion_switch_file", the name of a false option
+    of OPTION_SWITCHES in the compile `options`, or None when it runs."""
+    if not enabled(name, switches):
+        return "fusion_switch_file"
+    for option, passes in OPTION_SWITCHES.items():
+        if name in passes and options.get(option) is False:
+            return option
+    return None
 
 
 def format_log(log):

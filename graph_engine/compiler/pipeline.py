@@ -1,10 +1,17 @@
-"""The compile pipeline, in order (each pass is one module under passes/; docs/passes.md).
+"""The compile pipeline: its passes in order (each one module under passes/; docs/passes.md)
+and the PassManager that runs them over a Compilation (pass_manager.py).
 
 Every pass not in REQUIRED can be switched off with the fusion_switch_file option
-(pass_switches.py), so a pass added to PASSES is switchable as it is.
+(pass_switches.py), so a pass added to PASSES is switchable as it is. The PassManager reads
+the compile options `fusion_switch_file` (checked against this pipeline's passes),
+`enable_graph_kernel` and the other pass_manager.OPTION_SWITCHES, and `dump_graph_path` (the
+graph as text and Graphviz dot before the first pass and after each one, see dump.py).
 """
-from graph_engine.compiler import serialize
-from graph_engine.compiler.pass_manager import PassManager
+import time
+
+from graph_engine.compiler import dump, serialize
+from graph_engine.compiler.pass_manager import Compilation, parse_switches, switched_off_by
+from graph_engine.ops.errors import CompileError
 from graph_engine.compiler.passes import (eliminate_dead_code, eliminate_identities,
                                           fold_constants, infer_shapes, lower, plan_memory,
                                           precision)
@@ -59,6 +66,72 @@ REQUIRED = ("infer_shapes", "fold_constants", "eliminate_identities", "eliminate
 def switchable():
     """Names of the passes the fusion_switch_file option can turn off."""
     return sorted({name for name, _ in PASSES} - set(REQUIRED))
+
+
+def load_switches(value):
+    """The normalised switches of a fusion_switch_file value (path, JSON text or dict), checked
+    against the passes of this pipeline; ValueError if malformed (pass_manager.parse_switches)."""
+    return parse_switches(value, switchable(), REQUIRED)
+
+
+def switches_of(options):
+    """The normalised pass switches of compile options (CompileError if malformed)."""
+    value = options.get("fusion_switch_file")
+    if not value:
+        return {}
+    try:
+        return load_switches(value)
+    except ValueError as e:
+        raise CompileError(f"compile option fusion_switch_file: {e}") from None
+
+
+def _check_graph(c, name):
+    """A pass must not leave inputs pointing at removed nodes: catch it where it happens."""
+    nodes = c.graph.nodes
+    for n in nodes.values():
+        for v in n.inputs:
+            if nodes.get(v.node.name) is not v.node:
+                raise CompileError(f"internal error: compiler pass {name!r} left input {v.ref} "
+                                   f"of node {n.name!r} pointing at a removed node")
+
+
+class PassManager:
+    """Runs named passes in order, skipping the optional ones the compile options switch off,
+    and logs each (see pass_manager.py)."""
+
+    def __init__(self, passes, required=()):
+        self.passes = list(passes)                  # [(name, run)]
+        self.required = frozenset(required)         # names the switches cannot turn off
+
+    def run(self, c: Compilation):
+        switches = switches_of(c.options)
+        dumper = dump.Dumper.for_options(c.options, c.name)
+        if dumper:
+            dumper.write("input", c.graph)
+        for name, run in self.passes:
+            off = None if name in self.required else \
+                switched_off_by(name, switches, c.options)
+            if off:
+                c.log.append({"pass": name, "skipped": f"switched off by {off}"})
+                continue
+            before, start = len(c.graph), time.perf_counter()
+            try:
+                stats = run(c)
+            except CompileError:
+                raise
+            except Exception as e:                  # a bug in a pass: say where
+                raise CompileError(f"internal error in compiler pass {name!r} while compiling "
+                                   f"{c.name!r}: {type(e).__name__}: {e}") from e
+            if stats is not None and not isinstance(stats, dict):
+                raise CompileError(f"internal error: compiler pass {name!r} returned "
+                                   f"{type(stats).__name__}, expected a statistics dict or None")
+            _check_graph(c, name)
+            c.log.append({"pass": name, "nodes_before": before, "nodes": len(c.graph),
+                          "ms": round(1000 * (time.perf_counter() - start), 3),
+                          "stats": dict(stats or {})})
+            if dumper:
+                dumper.write(name, c.graph)
+        return c
 
 
 def pipeline():

@@ -18,7 +18,7 @@ import numpy as np
 from graph_engine import ops
 from graph_engine.ops import dtypes as dt
 from graph_engine.compiler import model_format as mf
-from graph_engine.compiler import testing
+from graph_engine.compiler import devtools
 from graph_engine.compiler.compile import compile_model
 from graph_engine.compiler.mixlist import BLACK
 
@@ -55,7 +55,7 @@ class Report:
 
 
 def _cluster(fn, args):
-    cluster, inputs, _ = testing.single_cluster(fn, args)
+    cluster, inputs, _ = devtools.single_cluster(fn, args)
     return cluster, inputs
 
 
@@ -63,7 +63,7 @@ def _trace(cluster, inputs, options, saturate):
     """The compiled model, {value id: array} and {node: (kernel, inputs, outputs, dtypes)} of
     the cluster compiled with `options`, every kernel evaluated by its numpy reference (float16
     results clamped to ±65504 when `saturate`, like the NPU's saturation mode)."""
-    request = testing.cluster_request(cluster, inputs)
+    request = devtools.cluster_request(cluster, inputs)
     request.attr["options"].s = json.dumps(options, sort_keys=True).encode()
     model = mf.deserialize(compile_model(request.SerializeToString()))
     env, by_node = {}, {}

@@ -1,8 +1,13 @@
-"""Generates graph_engine/ops/supported_ops.json from the op registry: the list of ops the TF
-plugin registers NPU kernels for, so TF's placer puts them on the NPU.
+"""Generates two files from the op registry, so that an op's facts live on its class alone:
 
-    python -m graph_engine.compiler.supported_ops            # rewrite the file
-    python -m graph_engine.compiler.supported_ops --check    # exit 1 if it is out of date
+  graph_engine/ops/supported_ops.json  the ops the TF plugin registers NPU kernels for, so TF's
+                                       placer puts them on the NPU (below)
+  graph_engine/ops/op_traits.inc       the traits the C++ kernels read (an X-macro table: the
+                                       NpuElementwise interpreter's instructions, the NC1HWC0
+                                       agnostic set, the contraction epilogue's activations)
+
+    python -m graph_engine.compiler.supported_ops            # rewrite both
+    python -m graph_engine.compiler.supported_ops --check    # exit 1 if either is out of date
 
 Per op:
   type_attrs           type attr -> allowed dtypes (TF enum names; "dtypes" maps them to ints).
@@ -23,8 +28,10 @@ import os
 import sys
 
 from graph_engine import ops
+from graph_engine.ops import fused
 
 PATH = os.path.join(os.path.dirname(ops.__file__), "supported_ops.json")
+TRAITS_PATH = os.path.join(os.path.dirname(ops.__file__), "op_traits.inc")
 COMMAND = "python -m graph_engine.compiler.supported_ops"
 
 
@@ -70,17 +77,87 @@ def render():
     return json.dumps(generate(), indent=1, sort_keys=True) + "\n"
 
 
+_TRAITS_HEADER = f"""\
+// Generated from the op registry (graph_engine/ops) by: {COMMAND}
+// Do not edit: an op's traits are declared on its class; `... --check` (run by the tests) fails
+// when this file is stale.
+//
+// NPU_ELEMENTWISE_KERNEL(tf_op, functor, arity, types, bool_output, int_check): ops whose kernel
+//   is the functor applied elementwise with broadcasting (elementwise.h); types is the
+//   elementwise.h type set of the op's dtypes, int_check an IntCheck member.
+// NPU_FUSIBLE(tf_op, functor, arity, integer): elementwise ops an NpuElementwise chain may hold.
+//   functor names the scalar functor in kernels/elementwise_functors.h; arity -1 is any number
+//   (AddN); integer 1: also exact int64 math on single elements (an optimizer's step counter).
+// NPU_LAYOUT_AGNOSTIC(tf_op): its kernel runs on NC1HWC0 storage as if it were ND.
+// NPU_ACTIVATION_GRAD(activation, functor, grad_first): the gradient functor of an activation
+//   (NpuFusedActivationGradBiasAddGrad); grad_first 1: functor(gradient, forward value), 0: the
+//   other order (SigmoidGrad's (y, dy)).
+// NPU_EPILOGUE_ACTIVATION(name, functor): activations a fused contraction applies in its epilogue.
+// A user defines the macros it needs before including this file; the rest expand to nothing.
+#ifndef NPU_ELEMENTWISE_KERNEL
+#define NPU_ELEMENTWISE_KERNEL(tf_op, functor, arity, types, bool_output, int_check)
+#endif
+#ifndef NPU_FUSIBLE
+#define NPU_FUSIBLE(tf_op, functor, arity, integer)
+#endif
+#ifndef NPU_LAYOUT_AGNOSTIC
+#define NPU_LAYOUT_AGNOSTIC(tf_op)
+#endif
+#ifndef NPU_ACTIVATION_GRAD
+#define NPU_ACTIVATION_GRAD(activation, functor, grad_first)
+#endif
+#ifndef NPU_EPILOGUE_ACTIVATION
+#define NPU_EPILOGUE_ACTIVATION(name, functor)
+#endif
+"""
+
+
+# elementwise.h's type sets, by the dtypes an op allows for its attr T
+_TYPE_SETS = {ops.FLOAT: "kReal", ops.NUMBER: "kNumeric", ops.ALL: "kAllTypes", ops.INT: "kInts",
+              (): "kBools"}
+_INT_CHECKS = {None: "kNone", "nonzero_rhs": "kNonZeroRhs",
+               "nonzero_rhs_truncate": "kNonZeroRhsTruncate", "nonnegative_rhs": "kNonNegativeRhs"}
+
+
+def _kernel_entry(name):
+    op = ops.get(name)
+    types = tuple(op.type_attrs.get("T", ()))
+    if types not in _TYPE_SETS or op.int_check not in _INT_CHECKS:
+        raise ValueError(f"{name}: no elementwise kernel for dtypes {types} / int_check "
+                         f"{op.int_check!r}; allowed int_check: {', '.join(map(str, _INT_CHECKS))}")
+    return (f'NPU_ELEMENTWISE_KERNEL("{name}", {op.functor}, {op.arity}, {_TYPE_SETS[types]}, '
+            f'{str(op.bool_output).lower()}, {_INT_CHECKS[op.int_check]})')
+
+
+def render_traits():
+    """The text of op_traits.inc."""
+    kernels = [_kernel_entry(n) for n in ops.having("elementwise_kernel")]
+    fusible = [f'NPU_FUSIBLE("{n}", {ops.get(n).functor}, {ops.get(n).arity}, '
+               f'{int(ops.get(n).integer_math)})' for n in ops.having("fusible")]
+    agnostic = [f'NPU_LAYOUT_AGNOSTIC("{n}")' for n in ops.having("layout_agnostic")]
+    grads = [f'NPU_ACTIVATION_GRAD("{a}", {op.functor}, {int(op.gradient_inputs[0] == 0)})'
+             for a, op in sorted(fused.activation_grads().items())]
+    epilogue = [f'NPU_EPILOGUE_ACTIVATION("{n}", {ops.get(n).functor if ops.get(n) else n})'
+                for n in fused.activations()]
+    undef = [f"#undef {m}" for m in ("NPU_ELEMENTWISE_KERNEL", "NPU_FUSIBLE",
+                                      "NPU_LAYOUT_AGNOSTIC", "NPU_ACTIVATION_GRAD",
+                                      "NPU_EPILOGUE_ACTIVATION")]
+    sections = (kernels, fusible, agnostic, grads, epilogue, undef)
+    return "\n\n".join([_TRAITS_HEADER.rstrip("\n"), *map("\n".join, sections)]) + "\n"
+
+
 def main(argv):
-    text = render()
+    outputs = {PATH: render(), TRAITS_PATH: render_traits()}
     if "--check" in argv:
-        current = open(PATH).read() if os.path.exists(PATH) else ""
-        if current != text:
-            print(f"{PATH} is out of date; run: {COMMAND}", file=sys.stderr)
-            return 1
-        return 0
-    with open(PATH, "w") as f:
-        f.write(text)
-    print(f"wrote {PATH}: {len(ops.registered())} ops")
+        stale = [path for path, text in outputs.items()
+                 if (open(path).read() if os.path.exists(path) else "") != text]
+        for path in stale:
+            print(f"{path} is out of date; run: {COMMAND}", file=sys.stderr)
+        return 1 if stale else 0
+    for path, text in outputs.items():
+        with open(path, "w") as f:
+            f.write(text)
+    print(f"wrote {PATH} and {TRAITS_PATH}: {len(ops.registered())} ops")
     return 0
 
 

@@ -4,14 +4,16 @@
     ops.get("MatMul")          # the op, or None
     ops.registered()           # {name: op}, the TF ops
     ops.internal()             # {name: op}, GE-internal kernels made by passes (fusion, layout)
+    ops.has("Relu", "fusible") # an op's trait (base.Op lists them)
+    ops.having("fusible")      # the ops with a trait
 
 supported_ops.json in this folder is generated from it (python -m graph_engine.compiler.supported_ops)
 and read by the TF plugin to register NPU kernels.
 """
 from graph_engine.ops import (array, conv, conv3d, einsum, elementwise, extra_math, fused, fused_elementwise, identity, layout, matmul,  # noqa: F401
                               mirror_pad, nn, pool, pool3d, random, reduction, resize, scan, scatter, shape)
-from graph_engine.ops.base import (ALL, FLOAT, INDEX, INT, NUMBER, Op, evaluate, get, internal,
-                                   registered)
+from graph_engine.ops.base import (ALL, FLOAT, INDEX, INT, NUMBER, Op, evaluate, get, has, having,
+                                   internal, registered)
 
-__all__ = ["ALL", "FLOAT", "INDEX", "INT", "NUMBER", "Op", "evaluate", "get", "internal",
-           "registered"]
+__all__ = ["ALL", "FLOAT", "INDEX", "INT", "NUMBER", "Op", "evaluate", "get", "has", "having",
+           "internal", "registered"]

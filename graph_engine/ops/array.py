@@ -22,6 +22,8 @@ def _new_axis(axis, rank, what):
 
 @register
 class Reshape(Op):
+    mixlist = "gray"
+    reshapes = True
     type_attrs = {"T": ALL, "Tshape": INDEX}
     const_inputs = ("shape",)
 
@@ -49,6 +51,8 @@ class Reshape(Op):
 
 @register
 class Squeeze(Op):
+    mixlist = "gray"
+    reshapes = True
     type_attrs = {"T": ALL}
 
     def shapes(self, shapes, attrs):
@@ -65,6 +69,8 @@ class Squeeze(Op):
 
 @register
 class ExpandDims(Op):
+    mixlist = "gray"
+    reshapes = True
     type_attrs = {"T": ALL, "Tdim": INDEX}
     const_inputs = ("dim",)
 
@@ -79,6 +85,7 @@ class ExpandDims(Op):
 
 @register
 class Transpose(Op):
+    mixlist = "gray"
     type_attrs = {"T": ALL, "Tperm": INDEX}
     const_inputs = ("perm",)
 
@@ -103,6 +110,7 @@ class Transpose(Op):
 
 @register
 class ConcatV2(Op):
+    mixlist = "gray"
     type_attrs = {"T": ALL, "Tidx": INDEX}
     const_inputs = ("axis",)
 
@@ -125,6 +133,7 @@ class ConcatV2(Op):
 
 @register
 class Pack(Op):
+    mixlist = "gray"
     type_attrs = {"T": ALL}
 
     def shapes(self, shapes, attrs):
@@ -139,6 +148,7 @@ class Pack(Op):
 
 @register
 class Unpack(Op):
+    mixlist = "gray"
     type_attrs = {"T": ALL}
 
     def shapes(self, shapes, attrs):
@@ -170,6 +180,7 @@ class _SplitBase(Op):
 
 @register
 class Split(_SplitBase):
+    mixlist = "gray"
     type_attrs = {"T": ALL}
     const_inputs = ("split_dim",)
 
@@ -182,6 +193,7 @@ class Split(_SplitBase):
 
 @register
 class SplitV(_SplitBase):
+    mixlist = "gray"
     type_attrs = {"T": ALL, "Tlen": INDEX}
     const_inputs = ("size_splits", "split_dim")
 
@@ -199,6 +211,7 @@ class SplitV(_SplitBase):
 
 @register
 class Slice(Op):
+    mixlist = "gray"
     type_attrs = {"T": ALL, "Index": INDEX}
     const_inputs = ("begin", "size")
 
@@ -257,6 +270,7 @@ def _strided_shape(shape, attrs):
 
 @register
 class StridedSlice(Op):
+    mixlist = "gray"
     type_attrs = {"T": ALL, "Index": INDEX}
     const_inputs = ("begin", "end", "strides")
 
@@ -270,6 +284,7 @@ class StridedSlice(Op):
 @register
 class StridedSliceGrad(Op):
     """dy scattered into zeros of the forward input's shape."""
+    mixlist = "gray"
     type_attrs = {"T": ALL, "Index": INDEX}
     const_inputs = ("shape", "begin", "end", "strides")
 
@@ -325,6 +340,7 @@ class OnesLike(ZerosLike):
 
 @register
 class Tile(Op):
+    mixlist = "gray"
     type_attrs = {"T": ALL, "Tmultiples": INDEX}
     const_inputs = ("multiples",)
 
@@ -340,6 +356,7 @@ class Tile(Op):
 
 @register
 class BroadcastTo(Op):
+    mixlist = "gray"
     type_attrs = {"T": ALL, "Tidx": INDEX}
     const_inputs = ("shape",)
 
@@ -377,6 +394,7 @@ class _PadBase(Op):
 
 @register
 class Pad(_PadBase):
+    mixlist = "gray"
     def compute(self, xs, attrs):
         return np.pad(xs[0], self._pads(xs[0].shape, attrs))
 

@@ -9,6 +9,11 @@ An op class declares what the partitioner, the compiler and the C++ plugin need 
     shapes()      output shapes from the data-input shapes and the kernel attrs
     compute()     the numpy reference: constant folding and the reference executor run it, and
                   the C++ kernels are checked against it
+    traits        what the passes may do with it (fusible, layout_agnostic, forwards_input ...,
+                  below); passes ask the registry (`having`, `has`), never keep lists of ops, and
+                  the C++ kernels read the same traits from op_traits.inc, generated from here
+
+Adding an op: CONTRIBUTING.md, "How to add an op".
 
 Both shapes() and compute() see exactly what a runtime kernel sees: the data inputs (const
 inputs removed) and the kernel attrs (TF attrs as plain Python values plus the const inputs as
@@ -44,6 +49,35 @@ class Op:
                              # dtype (each element read before it is written): memory planning
                              # lets the output take that input's slot when the input dies there
 
+    # Elementwise math (runtime/kernels/elementwise_functors.h holds one functor per formula)
+    elementwise_kernel = False  # its kernel is its functor applied elementwise with broadcasting,
+                             # registered from op_traits.inc (no C++ to write but the functor)
+    functor = None           # its functor there; defaults to the op's name when any of
+                             # elementwise_kernel, fusible, epilogue is set
+    arity = None             # number of inputs of an elementwise op; -1: any number (AddN)
+    bool_output = False      # an elementwise kernel's result is bool (comparisons, IsNan ...)
+    int_check = None         # what an elementwise kernel rejects in integer right operands, as
+                             # TF does: "nonzero_rhs", "nonzero_rhs_truncate" (InternalError),
+                             # "nonnegative_rhs" (integer powers)
+    fusible = False          # an NpuElementwise chain may hold it (passes/fuse_elementwise.py)
+    integer_math = False     # fusible also as exact int64 math on single elements (a step counter)
+    layout_agnostic = False  # its kernel runs on NC1HWC0 storage as if it were ND (elementwise_5hd.cc)
+    epilogue = False         # a fused contraction's epilogue may apply it, as activation = its name
+    gradient_of = None       # the activation this op is the gradient of (ReluGrad: "Relu"), so
+                             # NpuFusedActivationGradBiasAddGrad may compute it (with its functor)
+    gradient_inputs = (0, 1)  # positions of (the incoming gradient, the forward value)
+    # What the graph passes may rewrite
+    forwards_input = False   # output i is input i (Identity ...): eliminate_identities removes it
+    reshapes = False         # output 0 is input 0's elements in another shape (Reshape ...)
+    commutative_add = False  # x + y (Add, AddV2): fusion patterns and algebra match it as a sum
+    mixlist = None           # mixed precision: "white" (reduce), "black" (keep fp32), "gray"
+                             # (follow the inputs); None: not on a list (compiler/mixlist.py)
+
+    @property
+    def aliases_input(self):
+        """Its output can share its input's memory: no copy once lowered (passes/lower.py)."""
+        return self.forwards_input or self.reshapes
+
     def shapes(self, shapes, attrs):
         """Output shapes (tuples) from the data-input shapes and the kernel attrs."""
         raise NotImplementedError(f"{self.name}: no shape function")
@@ -72,6 +106,11 @@ class Op:
 def register(cls):
     """Class decorator: adds one instance of `cls` to the registry under its TF op name."""
     cls.name = cls.__dict__.get("name") or cls.__name__
+    if (cls.elementwise_kernel or cls.fusible or cls.epilogue or cls.gradient_of) \
+            and cls.functor is None:
+        cls.functor = cls.name
+    if cls.fusible and cls.arity is None:
+        raise ValueError(f"op {cls.name} is fusible but declares no arity")
     if cls.name in _REGISTRY:
         raise ValueError(f"op {cls.name} registered twice")
     _REGISTRY[cls.name] = cls()
@@ -81,6 +120,18 @@ def register(cls):
 def get(op_type):
     """The registered op, or None."""
     return _REGISTRY.get(op_type)
+
+
+def has(op_type, trait):
+    """Whether the registered op `op_type` has `trait` (an Op attribute above); False for an op
+    the registry does not know."""
+    op = _REGISTRY.get(op_type)
+    return op is not None and bool(getattr(op, trait))
+
+
+def having(trait):
+    """The names (a sorted tuple) of the registered ops, internal ones included, with `trait`."""
+    return tuple(name for name, op in sorted(_REGISTRY.items()) if getattr(op, trait))
 
 
 def registered():

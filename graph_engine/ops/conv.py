@@ -25,6 +25,7 @@ def _conv_geometry(attrs, x_shape, f_shape, what, forward=False):
 
 @register
 class Conv2D(Op):
+    mixlist = "white"
     type_attrs = {"T": FLOAT}
 
     def shapes(self, shapes, attrs):
@@ -44,6 +45,7 @@ class Conv2D(Op):
 @register
 class Conv2DBackpropInput(Op):
     """d(loss)/d(input) of Conv2D: each tap's output gradient times the filter, scattered back."""
+    mixlist = "white"
     type_attrs = {"T": FLOAT}
     const_inputs = ("input_sizes",)
 
@@ -69,6 +71,7 @@ class Conv2DBackpropInput(Op):
 @register
 class Conv2DBackpropFilter(Op):
     """d(loss)/d(filter) of Conv2D: per tap, input patches^T x output gradient."""
+    mixlist = "white"
     type_attrs = {"T": FLOAT}
     const_inputs = ("filter_sizes",)
 
@@ -113,6 +116,7 @@ def _check_out_backprop(what, g, n, c_out, dy_shape):
 
 @register
 class DepthwiseConv2dNative(Op):
+    mixlist = "white"
     type_attrs = {"T": FLOAT}
 
     def shapes(self, shapes, attrs):
@@ -131,6 +135,7 @@ class DepthwiseConv2dNative(Op):
 
 @register
 class DepthwiseConv2dNativeBackpropInput(Op):
+    mixlist = "white"
     type_attrs = {"T": FLOAT}
     const_inputs = ("input_sizes",)
 
@@ -154,6 +159,7 @@ class DepthwiseConv2dNativeBackpropInput(Op):
 
 @register
 class DepthwiseConv2dNativeBackpropFilter(Op):
+    mixlist = "white"
     type_attrs = {"T": FLOAT}
     const_inputs = ("filter_sizes",)
 

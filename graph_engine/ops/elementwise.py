@@ -9,6 +9,8 @@ from graph_engine.ops.base import (ALL, FLOAT, INT, NUMBER, Op, broadcast, check
 
 
 class Unary(Op):
+    elementwise_kernel = True
+    arity = 1
     inplace = True           # the shared elementwise kernels are alias-safe (elementwise.h)
     type_attrs = {"T": FLOAT}
     fn = None
@@ -21,6 +23,8 @@ class Unary(Op):
 
 
 class Binary(Op):
+    elementwise_kernel = True
+    arity = 2
     inplace = True           # the shared elementwise kernels are alias-safe (elementwise.h)
     type_attrs = {"T": NUMBER}
     fn = None
@@ -42,6 +46,7 @@ class Gradient(Binary):
 
 
 class Compare(Binary):
+    bool_output = True
     type_attrs = {"T": NUMBER}
 
 
@@ -69,76 +74,169 @@ def trunc_div(x, y):
 
 
 @register
-class Neg(Unary): type_attrs = {"T": NUMBER}; fn = np.negative
+class Neg(Unary):
+    mixlist = "gray"
+    fusible = integer_math = layout_agnostic = True
+    type_attrs = {"T": NUMBER}
+    fn = np.negative
+
 @register
-class Abs(Unary): type_attrs = {"T": NUMBER}; fn = np.abs
+class Abs(Unary):
+    mixlist = "gray"
+    fusible = layout_agnostic = True
+    type_attrs = {"T": NUMBER}
+    fn = np.abs
+
 @register
-class Sign(Unary): type_attrs = {"T": NUMBER}; fn = np.sign
+class Sign(Unary):
+    fusible = True
+    type_attrs = {"T": NUMBER}
+    fn = np.sign
+
 @register
-class Square(Unary): type_attrs = {"T": NUMBER}; fn = np.square
+class Square(Unary):
+    mixlist = "gray"
+    fusible = layout_agnostic = True
+    type_attrs = {"T": NUMBER}
+    fn = np.square
+
 @register
-class Exp(Unary): fn = np.exp
+class Exp(Unary):
+    mixlist = "black"
+    fusible = layout_agnostic = True
+    fn = np.exp
+
 @register
-class Log(Unary): fn = np.log
+class Log(Unary):
+    mixlist = "black"
+    fusible = True
+    fn = np.log
+
 @register
-class Log1p(Unary): fn = np.log1p
+class Log1p(Unary):
+    mixlist = "black"
+    fusible = True
+    fn = np.log1p
+
 @register
-class Sqrt(Unary): fn = np.sqrt
+class Sqrt(Unary):
+    mixlist = "black"
+    fusible = layout_agnostic = True
+    fn = np.sqrt
+
 @register
-class Rsqrt(Unary): fn = staticmethod(lambda x: 1 / np.sqrt(x))
+class Rsqrt(Unary):
+    mixlist = "black"
+    fusible = layout_agnostic = True
+    fn = staticmethod(lambda x: 1 / np.sqrt(x))
+
 @register
-class Reciprocal(Unary): fn = staticmethod(lambda x: 1 / x)
+class Reciprocal(Unary):
+    mixlist = "black"
+    fusible = layout_agnostic = True
+    fn = staticmethod(lambda x: 1 / x)
+
 @register
-class Floor(Unary): fn = np.floor
+class Floor(Unary):
+    fusible = True
+    fn = np.floor
+
 @register
-class Ceil(Unary): fn = np.ceil
+class Ceil(Unary):
+    fusible = True
+    fn = np.ceil
+
 @register
-class Round(Unary): type_attrs = {"T": NUMBER}; fn = np.round   # half to even, like TF
+class Round(Unary):  # half to even, like TF
+    fusible = True
+    type_attrs = {"T": NUMBER}
+    fn = np.round
+
 @register
 class Sin(Unary): fn = np.sin
 @register
 class Cos(Unary): fn = np.cos
 @register
-class IsNan(Unary): fn = np.isnan
+class IsNan(Unary): bool_output = True; fn = np.isnan
 @register
-class IsInf(Unary): fn = np.isinf
+class IsInf(Unary): bool_output = True; fn = np.isinf
 @register
-class IsFinite(Unary): fn = np.isfinite
+class IsFinite(Unary): bool_output = True; fn = np.isfinite
 
 
 @register
 class LogicalNot(Unary):
+    fusible = True
     type_attrs = {}
     fn = np.logical_not
 
 
 @register
-class AddV2(Binary): fn = np.add
+class AddV2(Binary):
+    mixlist = "gray"
+    fusible = integer_math = layout_agnostic = commutative_add = True
+    functor = "Add"
+    fn = np.add
+
 @register
-class Add(Binary): fn = np.add
+class Add(Binary):
+    mixlist = "gray"
+    fusible = integer_math = layout_agnostic = commutative_add = True
+    fn = np.add
+
 @register
-class Sub(Binary): fn = np.subtract
+class Sub(Binary):
+    mixlist = "gray"
+    fusible = integer_math = layout_agnostic = True
+    fn = np.subtract
+
 @register
-class Mul(Binary): fn = np.multiply
+class Mul(Binary):
+    mixlist = "gray"
+    fusible = integer_math = layout_agnostic = True
+    fn = np.multiply
 # As TF on CPU (and the kernels): NaN in either operand gives NaN; of two equal values (-0, +0)
 # the second.
 @register
-class Maximum(Binary): fn = np.maximum
+class Maximum(Binary):
+    mixlist = "gray"
+    fusible = integer_math = layout_agnostic = True
+    fn = np.maximum
+
 @register
-class Minimum(Binary): fn = np.minimum
+class Minimum(Binary):
+    mixlist = "gray"
+    fusible = integer_math = layout_agnostic = True
+    fn = np.minimum
+
 @register
-class SquaredDifference(Binary): fn = staticmethod(lambda x, y: np.square(x - y))
+class SquaredDifference(Binary):
+    mixlist = "black"
+    fusible = layout_agnostic = True
+    fn = staticmethod(lambda x, y: np.square(x - y))
+
 @register
-class RealDiv(Binary): type_attrs = {"T": FLOAT}; fn = np.true_divide
+class RealDiv(Binary):
+    mixlist = "black"
+    fusible = layout_agnostic = True
+    type_attrs = {"T": FLOAT}
+    fn = np.true_divide
 
 
 @register
 class Pow(Binary):
+    mixlist = "black"
+    fusible = True
+    int_check = "nonnegative_rhs"
     fn = staticmethod(lambda x, y: np.power(x, y))
 
 
 @register
 class Div(Binary):
+    mixlist = "black"
+    fusible = True
+    int_check = "nonzero_rhs"
+
     @staticmethod
     def fn(x, y):
         if _is_int(x):     # C semantics: truncate toward zero; INT_MIN / -1 wraps to INT_MIN
@@ -149,6 +247,7 @@ class Div(Binary):
 
 @register
 class DivNoNan(Binary):
+    fusible = True
     type_attrs = {"T": FLOAT}
 
     @staticmethod
@@ -158,6 +257,8 @@ class DivNoNan(Binary):
 
 @register
 class FloorDiv(Binary):
+    int_check = "nonzero_rhs"
+
     @staticmethod
     def fn(x, y):
         if _is_int(x):
@@ -168,6 +269,8 @@ class FloorDiv(Binary):
 
 @register
 class FloorMod(Binary):
+    int_check = "nonzero_rhs"
+
     @staticmethod
     def fn(x, y):
         if _is_int(x):
@@ -177,21 +280,49 @@ class FloorMod(Binary):
 
 
 @register
-class Equal(Compare): type_attrs = {"T": ALL}; fn = np.equal
+class Equal(Compare):
+    fusible = integer_math = True
+    type_attrs = {"T": ALL}
+    fn = np.equal
+
 @register
-class NotEqual(Compare): type_attrs = {"T": ALL}; fn = np.not_equal
+class NotEqual(Compare):
+    fusible = integer_math = True
+    type_attrs = {"T": ALL}
+    fn = np.not_equal
+
 @register
-class Greater(Compare): fn = np.greater
+class Greater(Compare):
+    fusible = integer_math = True
+    fn = np.greater
+
 @register
-class GreaterEqual(Compare): fn = np.greater_equal
+class GreaterEqual(Compare):
+    fusible = integer_math = True
+    fn = np.greater_equal
+
 @register
-class Less(Compare): fn = np.less
+class Less(Compare):
+    fusible = integer_math = True
+    fn = np.less
+
 @register
-class LessEqual(Compare): fn = np.less_equal
+class LessEqual(Compare):
+    fusible = integer_math = True
+    fn = np.less_equal
+
 @register
-class LogicalAnd(Binary): type_attrs = {}; fn = np.logical_and
+class LogicalAnd(Binary):
+    fusible = True
+    type_attrs = {}
+    fn = np.logical_and
+
 @register
-class LogicalOr(Binary): type_attrs = {}; fn = np.logical_or
+class LogicalOr(Binary):
+    fusible = True
+    type_attrs = {}
+    fn = np.logical_or
+
 @register
 class BitwiseAnd(Binary): type_attrs = {"T": INT}; fn = np.bitwise_and
 @register
@@ -203,6 +334,10 @@ class BitwiseXor(Binary): type_attrs = {"T": INT}; fn = np.bitwise_xor
 @register
 class SelectV2(Op):
     """where(condition, t, e) with numpy broadcasting of all three."""
+    mixlist = "gray"
+    fusible = True
+    functor = "Select"
+    arity = 3
     type_attrs = {"T": ALL}
 
     def shapes(self, shapes, attrs):
@@ -215,6 +350,9 @@ class SelectV2(Op):
 @register
 class Select(Op):
     """Select v1: condition has the shape of t, or is a vector over t's first dimension."""
+    mixlist = "gray"
+    fusible = True
+    arity = 3
     type_attrs = {"T": ALL}
 
     def shapes(self, shapes, attrs):
@@ -234,6 +372,9 @@ class Select(Op):
 
 @register
 class AddN(Op):
+    mixlist = "gray"
+    fusible = layout_agnostic = True
+    arity = -1
     type_attrs = {"T": NUMBER}
 
     def shapes(self, shapes, attrs):
@@ -268,6 +409,8 @@ def float_to_int(x, dst):
 
 @register
 class Cast(Op):
+    fusible = integer_math = layout_agnostic = True
+    arity = 1
     type_attrs = {"SrcT": ALL, "DstT": ALL}
 
     def shapes(self, shapes, attrs):

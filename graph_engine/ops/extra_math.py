@@ -1,6 +1,6 @@
 """Elementwise math beyond elementwise.py that Keras models need: gelu's Erf, inverse and
 hyperbolic trigonometry, Selu/Softsign gradients, and TF's zero-safe ops (Xlogy, MulNoNan ...).
-Kernels: runtime/kernels/math_extra.cc (Selu/SeluGrad: activations.cc)."""
+Kernels: functors in runtime/kernels/elementwise_functors.h (registered by elementwise.cc)."""
 import math
 
 import numpy as np
@@ -14,11 +14,36 @@ _erf = np.vectorize(math.erf, otypes=[np.float64])
 
 
 @register
-class Erf(Unary): fn = staticmethod(lambda x: _erf(x).astype(x.dtype))
+class Erf(Unary):
+    layout_agnostic = True
+    fn = staticmethod(lambda x: _erf(x).astype(x.dtype))
+
 @register
 class Erfc(Unary): fn = staticmethod(lambda x: (1 - _erf(x)).astype(x.dtype))
 @register
-class Expm1(Unary): fn = np.expm1
+class Expm1(Unary):
+    fusible = True
+    fn = np.expm1
+
+@register
+class Expint(Unary):
+    """The exponential integral Ei(x) (tf.math.special.expint); NaN for x < 0, as TF."""
+    fusible = layout_agnostic = True
+    fn = staticmethod(lambda x: _expint(x.astype(np.float64)).astype(x.dtype))
+
+
+def _expint(x):
+    """Ei(x) = gamma + ln x + sum_k x^k / (k k!) for x > 0 (terms all positive: no cancellation)."""
+    with np.errstate(all="ignore"):
+        positive = np.where(x > 0, x, 1.0)
+        term, total = np.ones_like(positive), np.zeros_like(positive)
+        for k in range(1, 400):
+            term = term * positive / k
+            total += term / k
+        result = np.euler_gamma + np.log(positive) + total
+        return np.where(x > 0, result, np.where(x == 0, -np.inf, np.nan))
+
+
 @register
 class Tan(Unary): fn = np.tan
 @register
@@ -40,13 +65,18 @@ class Atanh(Unary): fn = np.arctanh
 @register
 class Rint(Unary): fn = np.rint                     # half to even, like TF
 @register
-class Inv(Unary): fn = staticmethod(lambda x: 1 / x)
+class Inv(Unary):
+    fusible = True
+    functor = "Reciprocal"
+    fn = staticmethod(lambda x: 1 / x)
+
 @register
 class Invert(Unary): type_attrs = {"T": INT}; fn = np.invert
 
 
 @register
 class Selu(Unary):
+    fusible = layout_agnostic = True
     fn = staticmethod(lambda x: np.where(x > 0, _SELU_SCALE * x,
                                          _SELU_SCALE * _SELU_ALPHA * np.expm1(np.minimum(x, 0))))
 
@@ -54,6 +84,7 @@ class Selu(Unary):
 @register
 class SeluGrad(Gradient):
     """(gradients, outputs): the gradient from Selu's output."""
+    fusible = True
     type_attrs = {"T": FLOAT}
     fn = staticmethod(lambda g, y: np.where(y < 0, g * (y + _SELU_SCALE * _SELU_ALPHA), g * _SELU_SCALE))
 
@@ -67,6 +98,7 @@ class SoftsignGrad(Gradient):
 @register
 class InvGrad(Gradient):
     """(y, dy) with y = 1/x."""
+    functor = "ReciprocalGrad"
     type_attrs = {"T": FLOAT}
     fn = staticmethod(lambda y, dy: np.where(dy == 0, np.zeros((), y.dtype), -dy * y * y))
 
@@ -100,6 +132,7 @@ class MulNoNan(_ZeroSafe): guard = 1; fn = np.multiply
 @register
 class TruncateDiv(Binary):
     type_attrs = {"T": NUMBER}
+    int_check = "nonzero_rhs_truncate"
 
     @staticmethod
     def fn(x, y):
@@ -112,6 +145,7 @@ class TruncateDiv(Binary):
 @register
 class TruncateMod(Binary):
     type_attrs = {"T": NUMBER}
+    int_check = "nonzero_rhs_truncate"
 
     @staticmethod
     def fn(x, y):
@@ -123,6 +157,8 @@ class TruncateMod(Binary):
 
 @register
 class ApproximateEqual(Binary):
+    elementwise_kernel = False   # takes its tolerance attr: registered by hand (elementwise.cc)
+    bool_output = True
     type_attrs = {"T": FLOAT}
 
     def compute(self, xs, attrs):

@@ -4,7 +4,7 @@ fusion/, docs/fusion.md), with their numpy references.
 Contractions with an epilogue: NpuFusedConv2D, NpuFusedDepthwiseConv2D, NpuFusedMatMul,
 NpuFusedBatchMatMul take the contraction's inputs, then `bias` (1-D, per output channel) when
 `has_bias`, then `residual` (the output's shape) when `has_residual`; out = act(acc + bias +
-residual) with `activation` one of ACTIVATIONS ("" for none) and `alpha` LeakyRelu's slope.
+residual) with `activation` one of activations() ("" for none) and `alpha` LeakyRelu's slope.
 """
 import math
 
@@ -12,7 +12,7 @@ import numpy as np
 
 from graph_engine.ops import conv, matmul
 from graph_engine.ops.extra_math import _erf
-from graph_engine.ops.base import FLOAT, Op, register
+from graph_engine.ops.base import FLOAT, Op, get, has, having, register
 
 
 def _sigmoid(x):
@@ -25,25 +25,31 @@ def _gelu(x, approximate):
     return 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0)))
 
 
-ACTIVATIONS = {
-    "": lambda x, a: x,
-    "Relu": lambda x, a: np.maximum(x, 0),
-    "Relu6": lambda x, a: np.clip(x, 0, 6),
-    "Elu": lambda x, a: np.where(x > 0, x, np.expm1(np.minimum(x, 0))),
-    "LeakyRelu": lambda x, a: np.where(x > 0, x, a * x),
-    "Sigmoid": lambda x, a: _sigmoid(x),
-    "Tanh": lambda x, a: np.tanh(x),
-    "GeluExact": lambda x, a: _gelu(x, False),
-    "GeluTanh": lambda x, a: _gelu(x, True),
-    "Swish": lambda x, a: x * _sigmoid(x),
+# Activations the epilogue applies that are fusion patterns rather than one op
+# (passes/fusion/contraction_epilogue.py); each has a functor of its name in
+# runtime/kernels/elementwise_functors.h. Single ops come from the registry (trait epilogue).
+PATTERN_ACTIVATIONS = {
+    "GeluExact": lambda x: _gelu(x, False),
+    "GeluTanh": lambda x: _gelu(x, True),
+    "Swish": lambda x: x * _sigmoid(x),
 }
+
+
+def activations():
+    """The epilogue's activation names: the ops with the trait epilogue, then the patterns."""
+    return having("epilogue") + tuple(PATTERN_ACTIVATIONS)
 
 
 def activate(x, attrs):
     act = attrs.get("activation", "")
-    if act not in ACTIVATIONS:
-        raise ValueError(f"unknown activation {act!r}; allowed: {', '.join(map(repr, ACTIVATIONS))}")
-    return ACTIVATIONS[act](x, attrs.get("alpha", 0.2))
+    if act == "":
+        return x
+    if act in PATTERN_ACTIVATIONS:
+        return PATTERN_ACTIVATIONS[act](x)
+    if not has(act, "epilogue"):
+        raise ValueError(f"unknown activation {act!r}; allowed: "
+                         f"{', '.join(map(repr, ('',) + activations()))}")
+    return get(act).compute([x], {"alpha": attrs.get("alpha", 0.2)})
 
 
 class _FusedContraction(Op):
@@ -155,20 +161,24 @@ class NpuLayerNorm(Op):
 # Activation gradients by forward activation: (incoming gradient, forward value) -> gradient.
 # The forward value is the activation's input for Relu/Relu6/LeakyRelu and its output for
 # Elu/Sigmoid/Tanh (what TF's *Grad ops read).
-ACTIVATION_GRADS = {
-    "Relu": lambda g, f, a: g * (f > 0),
-    "Relu6": lambda g, f, a: g * ((f > 0) & (f < 6)),
-    "LeakyRelu": lambda g, f, a: np.where(f > 0, g, a * g),
-    "Elu": lambda g, f, a: np.where(f > 0, g, g * (f + 1)),
-    "Sigmoid": lambda g, f, a: g * f * (1 - f),
-    "Tanh": lambda g, f, a: g * (1 - f * f),
-}
+def activation_grads():
+    """{activation: its gradient op} for the ops with the trait gradient_of."""
+    return {get(name).gradient_of: get(name) for name in having("gradient_of")}
+
+
+def activation_grad(activation, g, f, alpha):
+    """The gradient op of `activation` on the incoming gradient g and the forward value f."""
+    op = activation_grads()[activation]
+    xs = [None, None]
+    xs[op.gradient_inputs[0]], xs[op.gradient_inputs[1]] = g, f
+    return op.compute(xs, {"alpha": alpha})
 
 
 @register
 class NpuFusedActivationGradBiasAddGrad(Op):
     """(gradient, forward value) -> (activation gradient, its BiasAddGrad), in one pass:
-    attrs activation (ACTIVATION_GRADS), alpha, data_format (NHWC/NCHW, the BiasAddGrad's)."""
+    attrs activation (one with a gradient op, activation_grads()), alpha, data_format (NHWC/NCHW,
+    the BiasAddGrad's)."""
     internal = True
     type_attrs = {"T": FLOAT}
 
@@ -180,13 +190,13 @@ class NpuFusedActivationGradBiasAddGrad(Op):
         if tuple(g) != tuple(f) or len(g) < 2:
             raise ValueError(f"{self.name}: gradient {list(g)} and forward value {list(f)} "
                              f"must have one shape of rank >= 2")
-        if attrs.get("activation") not in ACTIVATION_GRADS:
+        if attrs.get("activation") not in activation_grads():
             raise ValueError(f"{self.name}: activation {attrs.get('activation')!r} not "
-                             f"supported; allowed: {', '.join(ACTIVATION_GRADS)}")
+                             f"supported; allowed: {', '.join(activation_grads())}")
         return [tuple(g), (g[self._axis(attrs, len(g))],)]
 
     def compute(self, xs, attrs):
         g, f = xs
-        dx = ACTIVATION_GRADS[attrs["activation"]](g, f, attrs.get("alpha", 0.2))
+        dx = activation_grad(attrs["activation"], g, f, attrs.get("alpha", 0.2))
         axis = self._axis(attrs, dx.ndim)
         return [dx, dx.sum(axis=tuple(i for i in range(dx.ndim) if i != axis))]

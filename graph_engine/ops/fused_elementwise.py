@@ -12,37 +12,31 @@ Kernel attrs:
 Values are computed in float32 (inputs broadcast, NumPy rules, to the output shape, which all
 outputs share); inputs are float32/float16/bfloat16/bool or int32/int64. Integers are exact in
 float32 only through a Cast to float32, so any other instruction on integers is integer math
-(INT_OPS, all operands integer registers, wrap-around as TF's kernels) and only on
-single-element values: an optimizer's step counter, computed once per run. The reference below
-interprets the same program with the TF ops' own numpy references, so it is the specification
+(ops with the trait integer_math, all operands integer registers, wrap-around as TF's
+kernels) and only on single-element values: an optimizer's step counter, computed once per
+run. The reference below interprets the same program with the TF ops' own numpy references, so it is the specification
 of the C++ kernel (kernels/fused_elementwise.cc).
 """
 import numpy as np
 
 from graph_engine.ops import dtypes as dt
-from graph_engine.ops.base import Op, broadcast, get, register
+from graph_engine.ops.base import Op, broadcast, get, has, having, register
 
-# TF op -> number of operands (None: any, AddN). Every op here has a C++ counterpart with the
-# same float formula as its own kernel.
-ARITY = {
-    **dict.fromkeys(["Neg", "Abs", "Square", "Sign", "Exp", "Log", "Log1p", "Expm1", "Sqrt",
-                     "Rsqrt", "Reciprocal", "Inv", "Floor", "Ceil", "Round", "Relu", "Relu6",
-                     "Sigmoid", "Tanh", "Softsign", "Elu", "Selu", "Softplus", "Cast",
-                     "LogicalNot"], 1),
-    **dict.fromkeys(["Add", "AddV2", "Sub", "Mul", "RealDiv", "Div", "DivNoNan", "Maximum",
-                     "Minimum", "SquaredDifference", "Pow", "Equal", "NotEqual", "Greater",
-                     "GreaterEqual", "Less", "LessEqual", "LogicalAnd", "LogicalOr",
-                     "ReluGrad", "Relu6Grad", "SigmoidGrad", "TanhGrad", "EluGrad",
-                     "SeluGrad", "SoftplusGrad", "ReciprocalGrad", "RsqrtGrad", "SqrtGrad",
-                     "BiasAdd"], 2),
-    "SelectV2": 3, "Select": 3, "AddN": None,
-}
 VALUE_DTYPES = (dt.DT_FLOAT, dt.DT_HALF, dt.DT_BFLOAT16, dt.DT_BOOL)
 # Integer values: a Cast to float32 of them is exact (float32(x), what the Cast kernel stores);
-# INT_OPS on them are integer math (single elements only).
+# ops with the trait integer_math are integer math on them (single elements only).
 INT_TO_FLOAT = (dt.DT_INT32, dt.DT_INT64)
 COMPARISONS = ("Equal", "NotEqual", "Greater", "GreaterEqual", "Less", "LessEqual")
-INT_OPS = ("Neg", "Add", "AddV2", "Sub", "Mul", "Maximum", "Minimum", "Cast") + COMPARISONS
+
+
+def instruction(op):
+    """The registered op an instruction `op` names, or ValueError listing the fusible ones (the
+    ops with the trait `fusible`; each has a functor in runtime/kernels/elementwise_functors.h
+    with the same float formula as its own kernel)."""
+    if not has(op, "fusible"):
+        raise ValueError(f"NpuElementwise: unknown instruction {op!r}; allowed: "
+                         f"{', '.join(having('fusible'))}")
+    return get(op)
 
 
 def parse(program):
@@ -50,11 +44,9 @@ def parse(program):
     out = []
     for text in program.split(";"):
         op, *operands = text.split()
-        if op not in ARITY:
-            raise ValueError(f"NpuElementwise: unknown instruction {op!r}; allowed: "
-                             f"{', '.join(sorted(ARITY))}")
-        if ARITY[op] not in (None, len(operands)) or not operands:
-            raise ValueError(f"NpuElementwise: {op} takes {ARITY[op]} operands, got {text!r}")
+        arity = instruction(op).arity
+        if arity not in (-1, len(operands)) or not operands:
+            raise ValueError(f"NpuElementwise: {op} takes {arity} operands, got {text!r}")
         try:
             out.append((op, [(o[0], int(o[1:])) for o in operands if o[0] in "rk"]))
         except ValueError:
@@ -66,10 +58,10 @@ def parse(program):
 
 def _int_op(op, args, dtype):
     """Integer math on int64 registers, wrapping as TF's kernels do; comparisons give 0/1."""
-    if op not in INT_OPS or dtype not in INT_TO_FLOAT + (dt.DT_BOOL,) \
+    if not has(op, "integer_math") or dtype not in INT_TO_FLOAT + (dt.DT_BOOL,) \
             or (op in COMPARISONS) != (dtype == dt.DT_BOOL):
         raise ValueError(f"NpuElementwise: {op} to {dt.name(dtype)} on integers is not supported; "
-                         f"integer instructions: {', '.join(INT_OPS)}")
+                         f"integer instructions: {', '.join(having('integer_math'))}")
     if any(np.size(a) != 1 for a in args):
         raise ValueError(f"NpuElementwise: integer {op} needs single-element operands")
     a = [np.asarray(x, np.int64) for x in args]

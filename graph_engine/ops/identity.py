@@ -7,6 +7,7 @@ from graph_engine.ops.base import ALL, Op, register
 class IdentityLike(Op):
     type_attrs = {"T": ALL}
     trivial = True
+    forwards_input = True
     runtime_kernel = False       # eliminate_identities forwards the inputs
 
     def shapes(self, shapes, attrs):
@@ -17,9 +18,9 @@ class IdentityLike(Op):
 
 
 @register
-class Identity(IdentityLike): pass
+class Identity(IdentityLike): mixlist = "gray"
 @register
-class IdentityN(IdentityLike): pass
+class IdentityN(IdentityLike): mixlist = "gray"
 @register
 class Snapshot(IdentityLike): pass
 @register

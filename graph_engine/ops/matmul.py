@@ -22,6 +22,7 @@ def _t(x, flag):
 
 @register
 class MatMul(Op):
+    mixlist = "white"
     type_attrs = {"T": FLOAT + INT}
 
     def shapes(self, shapes, attrs):
@@ -37,6 +38,7 @@ class MatMul(Op):
 @register
 class BatchMatMulV2(Op):
     """Batched matmul; batch dimensions broadcast. adj_x/adj_y transpose (real types)."""
+    mixlist = "white"
     type_attrs = {"T": FLOAT + INT}
 
     def shapes(self, shapes, attrs):
@@ -55,4 +57,5 @@ class BatchMatMulV2(Op):
 
 @register
 class BatchMatMulV3(BatchMatMulV2):
+    mixlist = "white"
     type_attrs = {"Ta": FLOAT + INT, "Tb": FLOAT + INT, "Tout": FLOAT + INT}

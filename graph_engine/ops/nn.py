@@ -1,7 +1,7 @@
 """Activations and their gradients, softmax, cross-entropy losses, BiasAdd/BiasAddGrad."""
 import numpy as np
 
-from graph_engine.ops.base import FLOAT, INT, Op, broadcast, check_same_shapes, register
+from graph_engine.ops.base import FLOAT, INT, NUMBER, Op, broadcast, check_same_shapes, register
 from graph_engine.ops.elementwise import Binary, Gradient, Unary
 
 
@@ -12,26 +12,55 @@ def _sigmoid(x):
 
 # As TF (max(x, 0) propagating NaN): NaN stays NaN, -0 becomes +0.
 @register
-class Relu(Unary): fn = staticmethod(lambda x: np.maximum(x, 0))
+class Relu(Unary):
+    mixlist = "gray"
+    fusible = layout_agnostic = epilogue = True
+    type_attrs = {"T": NUMBER}
+    fn = staticmethod(lambda x: np.maximum(x, 0))
+
 @register
-class Relu6(Unary): fn = staticmethod(lambda x: np.minimum(np.maximum(x, 0), 6))
+class Relu6(Unary):
+    mixlist = "gray"
+    fusible = layout_agnostic = epilogue = True
+    type_attrs = {"T": NUMBER}
+    fn = staticmethod(lambda x: np.minimum(np.maximum(x, 0), 6))
+
 @register
-class Sigmoid(Unary): fn = staticmethod(_sigmoid)
+class Sigmoid(Unary):
+    mixlist = "gray"
+    fusible = layout_agnostic = epilogue = True
+    fn = staticmethod(_sigmoid)
+
 @register
-class Tanh(Unary): fn = np.tanh
+class Tanh(Unary):
+    mixlist = "gray"
+    fusible = layout_agnostic = epilogue = True
+    fn = np.tanh
+
 @register
-class Softplus(Unary): fn = staticmethod(lambda x: np.logaddexp(x, 0))
+class Softplus(Unary):
+    mixlist = "black"
+    fusible = layout_agnostic = True
+    fn = staticmethod(lambda x: np.logaddexp(x, 0))
+
 @register
-class Softsign(Unary): fn = staticmethod(lambda x: x / (1 + np.abs(x)))
+class Softsign(Unary):
+    fusible = layout_agnostic = True
+    fn = staticmethod(lambda x: x / (1 + np.abs(x)))
 
 
 @register
 class Elu(Unary):
+    mixlist = "gray"
+    fusible = layout_agnostic = epilogue = True
     fn = staticmethod(lambda x: np.where(x > 0, x, np.expm1(np.minimum(x, 0))))
 
 
 @register
 class LeakyRelu(Op):
+    mixlist = "gray"
+    layout_agnostic = epilogue = True
+    arity = 1
     type_attrs = {"T": FLOAT}
 
     def shapes(self, shapes, attrs):
@@ -43,17 +72,44 @@ class LeakyRelu(Op):
 
 # Gradients: TF's argument order is (gradients, features) or, for the y-based ones, (y, dy).
 @register
-class ReluGrad(Gradient): type_attrs = {"T": FLOAT}; fn = staticmethod(lambda g, x: g * (x > 0))
+class ReluGrad(Gradient):
+    mixlist = "gray"
+    gradient_of = "Relu"
+    fusible = layout_agnostic = True
+    type_attrs = {"T": NUMBER}
+    fn = staticmethod(lambda g, x: g * (x > 0))
+
 @register
 class Relu6Grad(Gradient):
-    type_attrs = {"T": FLOAT}
+    mixlist = "gray"
+    gradient_of = "Relu6"
+    fusible = layout_agnostic = True
+    type_attrs = {"T": NUMBER}
     fn = staticmethod(lambda g, x: g * ((x > 0) & (x < 6)))
+
 @register
-class SigmoidGrad(Gradient): type_attrs = {"T": FLOAT}; fn = staticmethod(lambda y, dy: dy * y * (1 - y))
+class SigmoidGrad(Gradient):
+    mixlist = "gray"
+    gradient_of = "Sigmoid"
+    gradient_inputs = (1, 0)
+    fusible = layout_agnostic = True
+    type_attrs = {"T": FLOAT}
+    fn = staticmethod(lambda y, dy: dy * y * (1 - y))
+
 @register
-class TanhGrad(Gradient): type_attrs = {"T": FLOAT}; fn = staticmethod(lambda y, dy: dy * (1 - y * y))
+class TanhGrad(Gradient):
+    mixlist = "gray"
+    gradient_of = "Tanh"
+    gradient_inputs = (1, 0)
+    fusible = layout_agnostic = True
+    type_attrs = {"T": FLOAT}
+    fn = staticmethod(lambda y, dy: dy * (1 - y * y))
+
 @register
-class EluGrad(Gradient):       # TF tests outputs < 0: a NaN or zero output passes g through
+class EluGrad(Gradient):  # TF tests outputs < 0: a NaN or zero output passes g through
+    mixlist = "gray"
+    gradient_of = "Elu"
+    fusible = True
     type_attrs = {"T": FLOAT}
     fn = staticmethod(lambda g, y: np.where(y < 0, g * (y + 1), g))
 
@@ -64,17 +120,38 @@ def _zero_if_no_grad(dy, grad):
 
 
 @register
-class RsqrtGrad(Gradient): type_attrs = {"T": FLOAT}; fn = staticmethod(lambda y, dy: _zero_if_no_grad(dy, dy * -0.5 * y ** 3))
+class RsqrtGrad(Gradient):
+    mixlist = "black"
+    fusible = True
+    type_attrs = {"T": FLOAT}
+    fn = staticmethod(lambda y, dy: _zero_if_no_grad(dy, dy * -0.5 * y ** 3))
+
 @register
-class SqrtGrad(Gradient): type_attrs = {"T": FLOAT}; fn = staticmethod(lambda y, dy: _zero_if_no_grad(dy, dy * 0.5 / y))
+class SqrtGrad(Gradient):
+    mixlist = "black"
+    fusible = True
+    type_attrs = {"T": FLOAT}
+    fn = staticmethod(lambda y, dy: _zero_if_no_grad(dy, dy * 0.5 / y))
+
 @register
-class ReciprocalGrad(Gradient): type_attrs = {"T": FLOAT}; fn = staticmethod(lambda y, dy: _zero_if_no_grad(dy, -dy * y * y))
+class ReciprocalGrad(Gradient):
+    fusible = True
+    type_attrs = {"T": FLOAT}
+    fn = staticmethod(lambda y, dy: _zero_if_no_grad(dy, -dy * y * y))
+
 @register
-class SoftplusGrad(Gradient): type_attrs = {"T": FLOAT}; fn = staticmethod(lambda g, x: g * _sigmoid(x))
+class SoftplusGrad(Gradient):
+    mixlist = "black"
+    fusible = True
+    type_attrs = {"T": FLOAT}
+    fn = staticmethod(lambda g, x: g * _sigmoid(x))
 
 
 @register
 class LeakyReluGrad(Op):
+    mixlist = "gray"
+    gradient_of = "LeakyRelu"
+    arity = 2
     type_attrs = {"T": FLOAT}
 
     def shapes(self, shapes, attrs):
@@ -93,6 +170,8 @@ def _log_softmax(x):
 
 @register
 class Softmax(Unary):
+    mixlist = "black"
+    elementwise_kernel = False
     inplace = False          # a row reduction, not elementwise (softmax.cc)
     fn = staticmethod(lambda x: np.exp(_log_softmax(x)))
 
@@ -105,12 +184,14 @@ class Softmax(Unary):
 
 @register
 class LogSoftmax(Softmax):
+    mixlist = "black"
     fn = staticmethod(_log_softmax)
 
 
 @register
 class SoftmaxCrossEntropyWithLogits(Op):
     """(features [B, C], labels [B, C]) -> (loss [B], backprop [B, C]); the two broadcast."""
+    mixlist = "black"
     type_attrs = {"T": FLOAT}
 
     def shapes(self, shapes, attrs):
@@ -129,6 +210,7 @@ class SoftmaxCrossEntropyWithLogits(Op):
 class SparseSoftmaxCrossEntropyWithLogits(Op):
     """(features [B, C], labels [B] int) -> (loss [B], backprop [B, C]). A label outside
     [0, C) gives NaN in its row (TF's GPU behaviour; its CPU kernel raises instead)."""
+    mixlist = "black"
     type_attrs = {"T": FLOAT, "Tlabels": INT}
 
     def shapes(self, shapes, attrs):
@@ -160,6 +242,10 @@ def _channel_axis(attrs, rank):
 
 @register
 class BiasAdd(Op):
+    mixlist = "gray"
+    fusible = True
+    functor = "Add"
+    arity = 2
     inplace = True           # the elementwise Add kernel with a broadcast bias
     type_attrs = {"T": FLOAT + INT}
 
@@ -184,6 +270,7 @@ class BiasAdd(Op):
 
 @register
 class BiasAddGrad(Op):
+    mixlist = "gray"
     type_attrs = {"T": FLOAT + INT}
 
     def shapes(self, shapes, attrs):

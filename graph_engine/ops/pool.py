@@ -33,6 +33,7 @@ class _Pool(Op):
 
 @register
 class MaxPool(_Pool):
+    mixlist = "gray"
     def compute(self, xs, attrs):
         g, n, c = _pool_geometry(attrs, xs[0].shape, self.name)
         # As TF's CPU kernel: the maximum starts at the dtype's lowest finite value and NaN never
@@ -55,6 +56,7 @@ def _window_argmax(g, xp, out_shape):
 @register
 class MaxPoolGrad(Op):
     """Each output gradient goes to the first maximum of its window (row-major), like TF."""
+    mixlist = "gray"
     type_attrs = {"T": FLOAT}
 
     def shapes(self, shapes, attrs):
@@ -106,6 +108,7 @@ class MaxPoolGradGrad(Op):
 
 @register
 class AvgPool(_Pool):
+    mixlist = "gray"
     def compute(self, xs, attrs):
         g, n, c = _pool_geometry(attrs, xs[0].shape, self.name)
         x = g.to_nhwc(xs[0])
@@ -116,6 +119,7 @@ class AvgPool(_Pool):
 
 @register
 class AvgPoolGrad(Op):
+    mixlist = "gray"
     type_attrs = {"T": FLOAT}
     const_inputs = ("orig_input_shape",)
 

@@ -32,11 +32,13 @@ class Reduce(Op):
 
 @register
 class Sum(Reduce):
+    mixlist = "black"
     fn = staticmethod(lambda x, a, k: np.sum(x, axis=a, keepdims=k, dtype=x.dtype))
 
 
 @register
 class Prod(Reduce):
+    mixlist = "black"
     fn = staticmethod(lambda x, a, k: np.prod(x, axis=a, keepdims=k, dtype=x.dtype))
 
 
@@ -61,6 +63,7 @@ class Min(Reduce):
 
 @register
 class Mean(Reduce):
+    mixlist = "black"
     @staticmethod
     def fn(x, axes, keep):
         count = int(np.prod([x.shape[a] for a in axes]))

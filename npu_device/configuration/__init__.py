@@ -6,9 +6,9 @@ hands device_count/hbm_size to the native runtime if it has not started yet.
 from npu_device.configuration.device import NpuDevice, open  # noqa: A004
 from npu_device.configuration.options import OPTIONS, UnknownOptionError
 from npu_device.configuration.state import (
-    CONFIG, Snapshot, current, get_npu_config, global_options, set_npu_config)
+    CONFIG, Snapshot, current, get_npu_config, global_options, on_change, set_npu_config)
 
 CONFIG.apply_environment()
 
 __all__ = ["NpuDevice", "OPTIONS", "Snapshot", "UnknownOptionError", "current",
-           "get_npu_config", "global_options", "open", "set_npu_config"]
+           "get_npu_config", "global_options", "on_change", "open", "set_npu_config"]

@@ -1,6 +1,7 @@
 """The process's option values: NPU_* environment defaults, overridden by set_npu_config(), checked
-as a whole, pushed to the native runtime where they size devices, and read by the graph engine
-as immutable snapshots."""
+as a whole, pushed to the native runtime where they size devices, and read as immutable
+snapshots. The layers above (the plugin bridge, precision) apply the options that concern them
+through on_change(); nothing here imports them."""
 import copy
 import hashlib
 import json
@@ -14,6 +15,7 @@ from npu_device.configuration import options as opt
 
 PRECISION_PAIR = ("precision_mode", "precision_mode_v2")
 RUNTIME_OPTIONS = {"device_count": "device_count", "hbm_size": "hbm_bytes"}  # -> _C.get_config key
+COMPILE_OPTIONS = {o.name for o in opt.OPTIONS if o.compile} | {"precision"}
 
 
 def _native():
@@ -50,6 +52,12 @@ class Snapshot(Mapping):
     def to_dict(self):
         """A plain, JSON-able copy: every option plus "precision" (the canonical mode)."""
         return json.loads(self._json)
+
+    def compile_options(self):
+        """The options the graph engine compiles with (graph_engine/compiler/options.py): those
+        marked `compile` plus "precision", as a plain dict in name order."""
+        values = self.to_dict()
+        return {name: values[name] for name in sorted(COMPILE_OPTIONS)}
 
     def __getitem__(self, name):
         return self._values[name]
@@ -302,16 +310,14 @@ def _apply_side_effects(values, live):
 
 
 def _push_runtime_settings(values):
-    """Hands the native runtime the options its kernels and device memory read themselves:
-    overflow_mode and variable_memory_max_size (the plugin's own are pushed by
-    compiler_bridge.push_runtime_options)."""
+    """Hands the native runtime the option its device memory reads itself,
+    variable_memory_max_size (the plugin's options, overflow_mode and the dump and profiling
+    options are applied by their modules' on_change listeners)."""
     try:
         C = _native()
     except ImportError:
         return  # pure-Python use (docs generation): there is no runtime to configure
     C.set_variable_memory_limit(values["variable_memory_max_size"] or 0)
-    from npu_device import precision
-    precision.apply_overflow_mode(values["overflow_mode"])
 
 
 _warned_no_effect = set()
@@ -345,16 +351,32 @@ def set_npu_config(**options):
     """
     before = CONFIG.snapshot().fingerprint
     CONFIG.set(**options)
-    from npu_device import compiler_bridge
-    if CONFIG.snapshot().fingerprint != before:
-        # Eager ops cache models per signature; clusters carry their own options.
-        compiler_bridge.options_changed()
-    compiler_bridge.push_runtime_options()
+    snapshot = CONFIG.snapshot()
+    failure = None
+    for listener in list(_listeners):
+        try:  # every listener runs: one that fails must not leave the others' settings stale
+            listener(snapshot, snapshot.fingerprint != before)
+        except Exception as e:  # noqa: BLE001  (raised below, after the others ran)
+            failure = failure or e
+    if failure is not None:
+        raise failure
+
+
+_listeners = []
+
+
+def on_change(listener):
+    """Calls listener(snapshot, compile_changed) now and after every set_npu_config;
+    compile_changed says whether options that change compiled graphs changed (the Snapshot
+    fingerprint). How npu_device.compiler_bridge and npu_device.precision apply their options
+    without the configuration importing them."""
+    _listeners.append(listener)
+    listener(current(), False)
 
 
 def current():
-    """Immutable Snapshot of the effective options (cached until something changes); this is
-    what the graph engine reads at compile time."""
+    """Immutable Snapshot of the effective options (cached until something changes); the
+    bridge computes the compile options from it (Snapshot.compile_options)."""
     return CONFIG.snapshot()
 
 

@@ -85,47 +85,28 @@ def _dims(shape):
 
 
 def cluster_body(graph_def, inputs, outputs):
-    """The NpuGraphOp cluster: Placeholders -> _Arg, one _Retval per output, control edges and
-    NoOps dropped (a frozen inference graph orders nothing stateful with them)."""
-    from tensorflow.core.framework import graph_pb2
-    body = graph_pb2.GraphDef()
-    body.versions.CopyFrom(graph_def.versions)
-    args = {io.tensor.split(":")[0]: i for i, io in enumerate(inputs)}
-    for n in graph_def.node:
-        if n.op == "NoOp":
-            continue
-        nd = body.node.add()
-        if n.name in args:
-            nd.name, nd.op = n.name, "_Arg"
-            nd.attr["T"].type = n.attr["dtype"].type
-            nd.attr["index"].i = args[n.name]
-            continue
-        nd.CopyFrom(n)
-        nd.device = ""
-        del nd.input[:]
-        nd.input.extend(i for i in n.input if not i.startswith("^"))
-    for i, io in enumerate(outputs):
-        name, _, index = io.tensor.partition(":")
-        rv = body.node.add(name=f"_retval_{i}", op="_Retval")
-        rv.input.append(name if index in ("", "0") else io.tensor)
-        rv.attr["index"].i = i
-        if io.dtype is not None:
-            rv.attr["T"].type = io.dtype
+    """The NpuGraphOp cluster, built as the partitioner builds one (partition.rewrite): the
+    inputs' Placeholders become the _Args, in order, every other node but the NoOps is a
+    member, one _Retval per output. Control edges between members stay; those from NoOps and
+    Placeholders would go to the cluster node, and a served model has none: they are dropped."""
+    from graph_engine.compiler.graphdef import import_graph_def
+    from graph_engine.compiler.partition.rewrite import cluster_body as build
+    g = import_graph_def(graph_def)
+    args, rets = [_value(g, io.tensor) for io in inputs], [_value(g, io.tensor) for io in outputs]
+    for io, v in zip(outputs, rets):
+        if v.dtype is None:
+            raise AtcError(f"output {io.tensor!r}: its dtype is unknown (op {v.node.op} is not "
+                           f"known to TensorFlow)")
+    arg_nodes = {v.node for v in args}
+    members = [n for n in g if n not in arg_nodes and n.op != "NoOp"]
+    body = build(g, members, rets, inputs=args)[0]
     body.library.CopyFrom(graph_def.library)
-    _fill_retval_types(body)
     return body
 
 
-def _fill_retval_types(body):
-    from graph_engine.compiler.graphdef import import_graph_def
-    g = import_graph_def(body)
-    for nd in body.node:
-        if nd.op == "_Retval" and not nd.attr["T"].type:
-            v = g[nd.name].inputs[0]
-            if v.dtype is None:
-                raise AtcError(f"output {nd.input[0]!r}: its dtype is unknown (op "
-                               f"{v.node.op} is not known to TensorFlow)")
-            nd.attr["T"].type = v.dtype
+def _value(g, tensor):
+    name, _, index = tensor.partition(":")
+    return g[name].outputs[int(index or 0)]
 
 
 def unsupported_nodes(body):

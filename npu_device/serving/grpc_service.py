@@ -13,8 +13,7 @@ from tensorflow_serving.apis import (get_model_metadata_pb2, get_model_status_pb
 from tensorflow.core.protobuf import meta_graph_pb2
 
 from npu_device.serving.errors import InvalidArgument, NotFound, ServingError
-from npu_device.serving.limits import Budget, tensor_from_proto
-from npu_device.serving.servable import dtype_enum
+from npu_device.serving.limits import Budget, dtype_enum, tensor_from_proto
 
 
 def _version(spec):

@@ -55,6 +55,12 @@ def _dtype_text(dtype):
     return "string" if dtype == object or np.dtype(dtype).kind in "OSU" else np.dtype(dtype).name
 
 
+def dtype_enum(dtype):
+    """TF DataType enum of a TensorSpec dtype (object = string)."""
+    import tensorflow as tf
+    return (tf.string if dtype == object else tf.as_dtype(dtype)).as_datatype_enum
+
+
 # ------------------------------------------------------------------ gRPC: TensorProto
 
 _PROTO_FIELDS = None
@@ -93,7 +99,6 @@ def _enum_name(enum):
 def tensor_from_proto(name, proto, spec, sig_name, budget):
     """A TensorProto as a numpy array of the signature's dtype, checked before anything is
     allocated. spec: the signature's TensorSpec for this input."""
-    from npu_device.serving.servable import dtype_enum
     want = dtype_enum(spec.dtype)
     if proto.dtype != want:
         raise InvalidArgument(f"input {name!r} is {_enum_name(proto.dtype)}; signature "

@@ -23,8 +23,7 @@ import numpy as np
 
 from npu_device.serving.errors import (InvalidArgument, NotFound, ResourceExhausted,
                                        ServingError)
-from npu_device.serving.limits import Budget, array_from_json, check_json_depth
-from npu_device.serving.servable import dtype_enum
+from npu_device.serving.limits import Budget, array_from_json, check_json_depth, dtype_enum
 
 _PATH = re.compile(r"^/v1/models/([^/:]+)(?:/versions/(\d+))?(/metadata|:predict)?$")
 MAX_HEADER_BYTES = 64 << 10           # request line + headers

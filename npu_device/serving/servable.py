@@ -129,12 +129,6 @@ def _spec(name, spec):
     return TensorSpec(name, dtype, shape)
 
 
-def dtype_enum(dtype):
-    """TF DataType enum of a TensorSpec dtype (object = string)."""
-    import tensorflow as tf
-    return (tf.string if dtype == object else tf.as_dtype(dtype)).as_datatype_enum
-
-
 def _first_line(e):
     return str(getattr(e, "message", e)).strip().splitlines()[0]
 

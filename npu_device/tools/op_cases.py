@@ -164,6 +164,7 @@ CASES = [
     ("Rint", {"x": np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5], np.float32)}, {}),
     *[(op, {"x": _UNIT}, {}) for op in ("Asin", "Acos", "Atanh")],
     ("Acosh", {"x": _f32(3, 4, lo=1.1, hi=3.0)}, {}),
+    ("Expint", {"x": _f32(3, 4, lo=0.05, hi=6.0)}, {}),
     ("Invert", {"x": _i32(-50, 50, 6)}, {}),
     ("Selu", {"features": _f32(3, 4)}, {}),
     ("SeluGrad", {"gradients": _f32(3, 4), "outputs": _f32(3, 4, lo=-1.7, hi=2.0)}, {}),

@@ -217,7 +217,7 @@ def _short(e):
 
 def _against_numpy(r, op_type, inputs, attrs):
     """The registry's numpy reference instead of TF (see TF_CPU_WRONG)."""
-    from graph_engine.compiler.testing import op_request
+    from graph_engine.compiler.devtools import op_request
     from graph_engine.compiler import reference_executor
     from graph_engine.compiler.compile import compile_model
     nd, model_inputs = op_request(op_type, inputs, **attrs)

@@ -29,14 +29,14 @@ _MAX_RUN_BYTES = 64 << 20      # inputs larger than this are not allocated: load
 
 def _op_model(op_type, inputs, **attrs):
     from graph_engine.compiler.compile import compile_model
-    from graph_engine.compiler.testing import op_request
+    from graph_engine.compiler.devtools import op_request
     nd, _ = op_request(op_type, inputs, **attrs)
     return compile_model(nd.SerializeToString())
 
 
 def _cluster_model(fn, args):
     from graph_engine.compiler.compile import compile_model
-    from graph_engine.compiler.testing import cluster_request, single_cluster
+    from graph_engine.compiler.devtools import cluster_request, single_cluster
     node, inputs, _ = single_cluster(fn, args)
     return compile_model(cluster_request(node, inputs).SerializeToString())
 

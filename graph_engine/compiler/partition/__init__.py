@@ -6,10 +6,18 @@ per-node classification (candidates.py) -> maximal acyclic clusters (clusters.py
 (rewrite.py) -> report (reports.py). Nodes marked `_npu_preserve` (Grappler's fetch and
 preserved nodes, marked by the plugin) keep their names and stay outside clusters; the mark is
 removed from the output. A graph with nothing (new) to cluster comes back unchanged.
+
+Each NpuGraphOp carries the options it was partitioned with (attr `options`, so the cluster
+compiles with them) and its identity, attr `cluster_key` (see cluster_key): the TF plugin keys
+its model cache on it, npu_device's bridge its compile events, signature counts and fallbacks.
 """
-from graph_engine.compiler import options, reports
+import dataclasses
+import hashlib
+
+from graph_engine.compiler import reports
 from graph_engine.ops.errors import CompileError
 from graph_engine.compiler.graphdef import export_graph_def, import_graph_def
+from graph_engine.compiler.options import or_defaults, to_json
 from graph_engine.compiler.partition import candidates, dag, rewrite, runtime_slices
 from graph_engine.compiler.partition.clusters import form_clusters
 from graph_engine.compiler.partition.contexts import MIXED, control_contexts
@@ -17,13 +25,28 @@ from graph_engine.compiler.partition.contexts import MIXED, control_contexts
 TRIVIAL_REASON = "its cluster would only hold ops that compute nothing; not worth a launch"
 
 
+@dataclasses.dataclass(frozen=True)
+class PartitionResult:
+    graph_def: bytes       # the rewritten GraphDef (the request itself when nothing changed)
+    report: reports.PartitionReport
+    clusters: dict         # name -> cluster key of each NpuGraphOp this partitioning made
+
+
+def cluster_key(cluster, options_json):
+    """The identity of a cluster: sha256 (hex) of its body (attr `cluster`, serialized GraphDef)
+    and the options it compiles with (attr `options`, JSON text). Written into the NpuGraphOp as
+    attr `cluster_key`; nothing else computes it."""
+    return hashlib.sha256(bytes(cluster) + b"\0" + options_json.encode()).hexdigest()
+
+
 def _placement(node):
     kind = candidates.device_type(node.device)
     return reports.NPU_UNCLUSTERED if kind == "NPU" else (kind.lower() or "unplaced")
 
 
-def partition(g):
-    """Rewrites Graph `g` in place; returns (changed, PartitionReport)."""
+def partition(g, opts=None):
+    """Rewrites Graph `g` in place, its clusters carrying options `opts` (None: the defaults);
+    returns (changed, PartitionReport)."""
     runtime_slices.rewrite(g)
     try:
         topo = dag.order(g)
@@ -48,7 +71,7 @@ def partition(g):
     original = list(g.nodes.values())
     placed = {}                                    # node -> cluster name
     if clusters:
-        placed = _rewrite(g, clusters, topo, cloneable)
+        placed = _rewrite(g, clusters, topo, cloneable, or_defaults(opts))
     preserved = [n for n in g if candidates.PRESERVE_ATTR in n.attrs]
     for n in preserved:
         del n.attrs[candidates.PRESERVE_ATTR]
@@ -73,10 +96,10 @@ def partition(g):
     return bool(clusters or preserved), report
 
 
-def _rewrite(g, clusters, topo, cloneable):
+def _rewrite(g, clusters, topo, cloneable, opts):
     order = {n: i for i, n in enumerate(topo)}
     users = g.data_consumers()
-    opts = options.to_json(options.current())
+    options_json = to_json(opts)
     value_map, node_map, placed, cloned = {}, {}, {}, {}
     k = 0
     for members in sorted(clusters, key=lambda m: order[m[0]]):
@@ -84,7 +107,9 @@ def _rewrite(g, clusters, topo, cloneable):
             k += 1
         name = f"npu_cluster_{k}"
         k += 1
-        node, outputs, clones = rewrite.replace_cluster(g, members, name, opts, users, cloneable)
+        node, outputs, clones = rewrite.replace_cluster(g, members, name, options_json, users,
+                                                        cloneable)
+        node.set_attr("cluster_key", cluster_key(node.attrs["cluster"].s, options_json))
         g.add(node)                     # reserves the name for the next cluster
         value_map.update(outputs)
         node_map.update(dict.fromkeys(members, node))
@@ -110,9 +135,17 @@ def _rewrite(g, clusters, topo, cloneable):
     return placed
 
 
-def partition_graph(graphdef_bytes) -> bytes:
+def partition_graph_with_report(graphdef_bytes, options=None) -> PartitionResult:
+    """A placed GraphDef (bytes) -> PartitionResult; its clusters compile with `options` (the
+    compile options, a dict; None: the defaults)."""
     g = import_graph_def(graphdef_bytes)
-    changed, _ = partition(g)
+    changed, report = partition(g, options)
     if not changed:
-        return bytes(graphdef_bytes)
-    return export_graph_def(g).SerializeToString()
+        return PartitionResult(bytes(graphdef_bytes), report, {})
+    clusters = {name: g.nodes[name].attr("cluster_key") for name in report.clusters}
+    return PartitionResult(export_graph_def(g).SerializeToString(), report, clusters)
+
+
+def partition_graph(graphdef_bytes, options=None) -> bytes:
+    """partition_graph_with_report's rewritten GraphDef alone."""
+    return partition_graph_with_report(graphdef_bytes, options).graph_def

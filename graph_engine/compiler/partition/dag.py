@@ -1,6 +1,6 @@
 """The partitioner's view of a (possibly cyclic) placed graph as a DAG: all data and control
 edges except the back edges of lowered while loops (NextIteration -> Merge)."""
-import heapq
+from graph_engine.compiler.graph import CycleError, topo_sort
 
 
 def is_back_edge(producer, consumer):
@@ -15,27 +15,9 @@ def predecessors(node):
 
 
 def order(g):
-    """Nodes producers-first over the DAG edges, stable in graph order."""
-    nodes = list(g.nodes.values())
-    position = {n: i for i, n in enumerate(nodes)}
-    succ = {n: [] for n in nodes}
-    pending = {}
-    for n in nodes:
-        preds = {p for p, _ in predecessors(n)}
-        pending[n] = len(preds)
-        for p in preds:
-            succ[p].append(n)
-    heap = [position[n] for n in nodes if pending[n] == 0]
-    heapq.heapify(heap)
-    result = []
-    while heap:
-        n = nodes[heapq.heappop(heap)]
-        result.append(n)
-        for s in succ[n]:
-            pending[s] -= 1
-            if pending[s] == 0:
-                heapq.heappush(heap, position[s])
-    if len(result) != len(nodes):
-        stuck = sorted(n.name for n in nodes if pending[n] > 0)[:5]
-        raise ValueError(f"graph has a cycle that is not a while loop's back edge, through {stuck}")
-    return result
+    """Nodes producers-first over the DAG edges, stable in graph order (graph.topo_sort)."""
+    try:
+        return topo_sort(list(g.nodes.values()), lambda n: [p for p, _ in predecessors(n)])
+    except CycleError as e:
+        raise ValueError(f"graph has a cycle that is not a while loop's back edge, through "
+                         f"{e.stuck}") from None

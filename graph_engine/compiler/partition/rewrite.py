@@ -13,6 +13,7 @@ from tensorflow.core.framework import graph_pb2
 
 from graph_engine import ops
 from graph_engine.compiler import attrs as attr_util
+from graph_engine.compiler.graph import unique_name
 from graph_engine.compiler.graphdef import node_to_def
 from graph_engine.compiler.kernel_attrs import split_inputs
 from graph_engine.compiler.node import Node
@@ -45,24 +46,30 @@ def compile_time_values(members, cloneable):
     return list(dict.fromkeys(v for n in members for v in n.inputs if v in needed))
 
 
-def _unique(base, taken):
-    name, i = base, 0
-    while name in taken:
-        i += 1
-        name = f"{base}_{i}"
-    taken.add(name)
-    return name
+def cluster_body(g, members, outputs, cloneable=frozenset(), inputs=None):
+    """The body of a cluster of `members` (nodes of Graph `g`, in order) that computes Values
+    `outputs`: a GraphDef of `_Arg` nodes, the members under their own names with devices
+    cleared, copies of the `cloneable` Consts they read and one `_Retval` per output.
 
+    The _Args are the outside Values the members read, compile-time values (see
+    compile_time_values) last; or, given `inputs`, exactly those Values in that order, read or
+    not, none of them compile-time (npu-atc: a signature's inputs). Control edges between
+    members stay; control inputs from outside become the cluster node's.
 
-def build_body(g, members, cloneable):
-    """(body GraphDef without _Retvals, outside Values read (the _Args, in order, values last),
-    how many of them are compile-time values, control input Nodes for the cluster node, Consts
-    copied in)."""
+    Returns (body, the Values the _Args stand for in index order, how many of them (the last
+    ones) are compile-time values, control input Nodes for the cluster node, Consts copied in).
+    """
     member_set = set(members)
     clones = list(dict.fromkeys(v.node for n in members for v in n.inputs
                                 if v.node not in member_set and v.node in cloneable))
     taken = {n.name for n in members} | {c.name for c in clones}
-    values = compile_time_values(members, cloneable)
+
+    def reserve(base):
+        name = unique_name(base, taken)
+        taken.add(name)
+        return name
+
+    values = compile_time_values(members, cloneable) if inputs is None else []
     args, controls = {}, []
     body = graph_pb2.GraphDef()
     if g.versions is not None:
@@ -70,11 +77,13 @@ def build_body(g, members, cloneable):
 
     def arg_for(v):
         if v not in args:
-            args[v] = _unique(f"_arg_{len(args)}", taken)
+            if inputs is not None:
+                raise ValueError(f"cluster member reads {v.ref}, which is not one of its inputs")
+            args[v] = reserve(f"_arg_{len(args)}")
         return args[v]
 
-    for v in values:                      # named first, indexed last (see the loop below)
-        arg_for(v)
+    for v in inputs if inputs is not None else values:   # named first (see the loop below)
+        args[v] = reserve(f"_arg_{len(args)}")
 
     member_defs = []
     for n in members:
@@ -98,13 +107,19 @@ def build_body(g, members, cloneable):
         del cd.input[:]                       # its control inputs move to the cluster node
         controls.extend(p for p in const.control_inputs if p not in controls)
         body.node.append(cd)
-    inputs = [v for v in args if v not in values] + values
-    for i, v in enumerate(inputs):
+    arg_values = list(inputs) if inputs is not None else \
+        [v for v in args if v not in values] + values
+    for i, v in enumerate(arg_values):
         a = body.node.add(name=args[v], op="_Arg")
         a.attr["T"].CopyFrom(attr_util.make(type=v.dtype))
         a.attr["index"].CopyFrom(attr_util.make(i))
     body.node.extend(member_defs)
-    return body, inputs, len(values), controls, clones
+    for i, v in enumerate(outputs):
+        r = body.node.add(name=reserve(f"_retval_{i}"), op="_Retval",
+                          input=[args[v] if v in args else v.ref])
+        r.attr["T"].CopyFrom(attr_util.make(type=v.dtype))
+        r.attr["index"].CopyFrom(attr_util.make(i))
+    return body, arg_values, len(values), controls, clones
 
 
 def cluster_outputs(members, users):
@@ -116,14 +131,9 @@ def cluster_outputs(members, users):
 
 def replace_cluster(g, members, name, options_json, users, cloneable):
     """The NpuGraphOp for `members`: (node, {member Value: node output}, Consts copied in)."""
-    body, inputs, n_values, controls, clones = build_body(g, members, cloneable)
-    n_args = len(inputs) - n_values
     outputs = cluster_outputs(members, users)
-    taken = {nd.name for nd in body.node}
-    for i, v in enumerate(outputs):
-        r = body.node.add(name=_unique(f"_retval_{i}", taken), op="_Retval", input=[v.ref])
-        r.attr["T"].CopyFrom(attr_util.make(type=v.dtype))
-        r.attr["index"].CopyFrom(attr_util.make(i))
+    body, inputs, n_values, controls, clones = cluster_body(g, members, outputs, cloneable)
+    n_args = len(inputs) - n_values
     node = Node(name, "NpuGraphOp", device=members[0].device, inputs=inputs,
                 control_inputs=controls, output_dtypes=[v.dtype for v in outputs])
     node.set_attr("Tin", types=[v.dtype for v in inputs[:n_args]])

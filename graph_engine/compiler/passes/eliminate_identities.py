@@ -1,6 +1,7 @@
-"""Identity elimination: Identity, IdentityN, Snapshot, StopGradient and PreventGradient forward
-their inputs (control edges mean nothing inside a compiled model: all its ops are pure)."""
-IDENTITIES = ("Identity", "IdentityN", "Snapshot", "StopGradient", "PreventGradient")
+"""Identity elimination: ops that forward their inputs (trait forwards_input: Identity, IdentityN,
+Snapshot ...) are removed (control edges mean nothing inside a compiled model: all its ops are
+pure)."""
+from graph_engine import ops
 
 
 def run(c):
@@ -8,7 +9,7 @@ def run(c):
     users = g.data_consumers()
     forwarded = 0
     for node in g.topo_order():
-        if node.op in IDENTITIES:
+        if ops.has(node.op, "forwards_input"):
             forwarded += 1
             for out, src in zip(node.outputs, node.inputs):
                 for consumer, i in users.get(out, ()):

@@ -14,9 +14,10 @@ nothing.
 import math
 import numpy as np
 
+from graph_engine import ops
 from graph_engine.ops import dtypes as dt
 from graph_engine.compiler.node import Node
-from graph_engine.ops.fused_elementwise import ARITY, COMPARISONS, INT_OPS, INT_TO_FLOAT, VALUE_DTYPES
+from graph_engine.ops.fused_elementwise import COMPARISONS, INT_TO_FLOAT, VALUE_DTYPES
 
 
 _BOOL_OUT = COMPARISONS
@@ -33,7 +34,7 @@ def _data_format(node):
 
 def fusible(node):
     """Whether the NpuElementwise kernel computes `node` exactly as its own kernel does."""
-    if node.op not in ARITY or len(node.outputs) != 1 or not node.inputs:
+    if not ops.has(node.op, "fusible") or len(node.outputs) != 1 or not node.inputs:
         return False
     out = node.outputs[0]
     if out.shape is None or out.dtype not in VALUE_DTYPES + INT_TO_FLOAT or out.format is not None:
@@ -44,7 +45,7 @@ def fusible(node):
         return True                          # exact: float32(x), as the Cast kernel stores
     if any(v.dtype in INT_TO_FLOAT for v in node.inputs):
         # integer math (step counters): exact in the kernel's int64 path, single elements only
-        return (node.op in INT_OPS and all(v.dtype in INT_TO_FLOAT for v in node.inputs)
+        return (ops.has(node.op, "integer_math") and all(v.dtype in INT_TO_FLOAT for v in node.inputs)
                 and out.dtype in INT_TO_FLOAT + (dt.DT_BOOL,)
                 and (out.dtype == dt.DT_BOOL) == (node.op in _BOOL_OUT)
                 and _one_element(out) and all(_one_element(v) for v in node.inputs))

@@ -3,7 +3,6 @@ shape, and a constant value where it is computable at compile time (Const, Shape
 static shape, any foldable op whose inputs are all known and whose result is small).
 fold_constants then turns the known values into Const nodes."""
 import math
-import sys
 
 import numpy as np
 
@@ -20,20 +19,16 @@ def _nbytes(shape, dtype):
     return math.prod(int(d) for d in shape) * dt.itemsize(dtype)   # exact: no int64 overflow
 
 
-def device_memory():
-    """Bytes of memory of one NPU device (option hbm_size) when the native runtime is loaded in
-    this process, else None (the compiler alone: no device to fit)."""
-    get = getattr(sys.modules.get("npu_device._C"), "get_config", None)
-    try:
-        return int(get()["hbm_bytes"]) if get is not None else None
-    except Exception:          # noqa: BLE001  (a runtime that cannot say: no bound)
-        return None
+def device_memory(c):
+    """Bytes of memory of one NPU device, compile option `device_memory_bytes` (npu_device's
+    bridge passes the runtime's); None compiles for no device in particular (no bound)."""
+    limit = c.options.get("device_memory_bytes")
+    return int(limit) if limit else None
 
 
-def _check_fits(node, out_shapes, out_dtypes):
+def _check_fits(node, out_shapes, out_dtypes, limit):
     """A value larger than the device's memory can never exist on it: refuse it before anything
     computes or folds it (TF's ResourceExhaustedError, naming the sizes)."""
-    limit = device_memory()
     if limit is None:
         return
     for i, (s, t) in enumerate(zip(out_shapes, out_dtypes)):
@@ -99,7 +94,7 @@ def infer_node(node, c):
         shapes = [v.shape for v in data]
         out_dtypes = [v.dtype for v in node.outputs]
         out_shapes = op.shapes(shapes, attrs)
-        _check_fits(node, out_shapes, out_dtypes)
+        _check_fits(node, out_shapes, out_dtypes, device_memory(c))
         known = None
         # Ops without a runtime kernel fold whatever their size; others when small, or when the
         # result is no bigger than a constant it is computed from (weights * scale, weight casts:

@@ -21,8 +21,6 @@ from graph_engine.compiler.kernel_attrs import kernel_attrs, split_inputs
 from graph_engine.ops.formats import Format
 
 STRUCTURAL = ("_Arg", "_Retval", "Const", "NoOp")
-ALIASING = ("Reshape", "Squeeze", "ExpandDims", "Identity", "IdentityN", "Snapshot",
-            "StopGradient", "PreventGradient")
 
 
 @dataclasses.dataclass
@@ -64,7 +62,7 @@ def run(c):
                                f"eliminated", node.name, node.op)
         data = split_inputs(node, op)[0]
         # Graph inputs are not aliased: the reference executor holds them as the caller's arrays.
-        if (node.op in ALIASING and all(_same_storage(x, y) for x, y in zip(data, node.outputs))
+        if (ops.has(node.op, "aliases_input") and all(_same_storage(x, y) for x, y in zip(data, node.outputs))
                 and not any(_source(x, aliases).node.op == "_Arg" for x in data)):
             aliases.update(zip(node.outputs, data))
             used.update(data)

@@ -207,7 +207,7 @@ def run(c):
                            f"graph_memory_max_size is {limit}")
     # Working memory, constants and results must fit in the device together, or the model can
     # never run: TF's ResourceExhaustedError now, naming the sizes, not an allocation failure later.
-    hbm = device_memory()
+    hbm = device_memory(c)
     if hbm is not None:
         const_bytes = sum(nbytes(v) for v in set(p.constants))
         out_bytes = sum(nbytes(v) for v in p.outputs)

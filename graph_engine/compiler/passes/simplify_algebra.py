@@ -27,13 +27,11 @@ from graph_engine import ops
 from graph_engine.compiler import attrs as attr_util
 from graph_engine.compiler.node import Node
 
-ADDS = ("Add", "AddV2")
 # Ops whose result equals their first input when it has that input's shape and dtype. For the
 # reductions that means no axes, or only axes of size 1 kept (keep_dims).
 SHAPE_NOOPS = ("Reshape", "Squeeze", "ExpandDims", "Tile", "Pad", "PadV2", "MirrorPad",
                "Slice", "BroadcastTo", "ConcatV2", "Sum", "Mean", "Max", "Min", "Prod", "All",
                "Any")
-RESHAPES = ("Reshape", "Squeeze", "ExpandDims")
 INVOLUTIONS = ("Neg", "LogicalNot")
 
 
@@ -95,7 +93,7 @@ class Simplifier:
             cases = [(a, b, 1), (b, a, 1)]
         elif node.op in ("Div", "RealDiv"):
             cases = [(a, b, 1)]
-        elif node.op in ADDS:
+        elif ops.has(node.op, "commutative_add"):
             cases = [(a, b, 0), (b, a, 0)]
         elif node.op == "Sub":
             cases = [(a, b, 0)]
@@ -111,12 +109,13 @@ class Simplifier:
         if node.op in INVOLUTIONS and node.inputs[0].node.op == node.op:
             self.forward(out, node.inputs[0].node.inputs[0], f"{node.op}({node.op}(x))")
             return True
-        if node.op in ADDS + ("Sub",):
-            for i in ((1, 0) if node.op in ADDS else (1,)):
+        add = ops.has(node.op, "commutative_add")
+        if add or node.op == "Sub":
+            for i in ((1, 0) if add else (1,)):
                 y = node.inputs[i]
                 if y.node.op == "Neg":
                     x = node.inputs[1 - i]
-                    op = "Sub" if node.op in ADDS else "AddV2"
+                    op = "Sub" if add else "AddV2"
                     self.rewrite(node, op, [x, y.node.inputs[0]], f"{node.op}(x, Neg(y))")
                     return True
         return False
@@ -156,7 +155,7 @@ class Simplifier:
 
     def reshapes(self, node, out):
         """Reads through a reshape feeding this Reshape (never replaces the node itself)."""
-        while node.op == "Reshape" and node.inputs[0].node.op in RESHAPES:
+        while node.op == "Reshape" and ops.has(node.inputs[0].node.op, "reshapes"):
             self.set_input(node, 0, node.inputs[0].node.inputs[0])
             self.count["Reshape(Reshape(x))"] += 1
         return False

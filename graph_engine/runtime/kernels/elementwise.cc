@@ -1,7 +1,7 @@
-// Arithmetic, comparison and logical elementwise ops, plus the multi-input ones built on the
-// same machinery (AddN, Select, BiasAdd).
+// The elementwise kernels: every op the registry marks elementwise_kernel (from the generated
+// graph_engine/ops/op_traits.inc), the ones with a parameter, and the multi-input ones built on
+// the same machinery (AddN, Select, BiasAdd). Their math is elementwise_functors.h's.
 #include "kernels/elementwise.h"
-#include "kernels/vector_math.h"
 
 #include <cmath>
 #include <cstring>
@@ -84,125 +84,6 @@ Status MakeElementwise(const KernelDef& def, const ElementwiseSpec& spec, EvalFn
 
 namespace {
 
-// Integer ops wrap on overflow like TF's (two's complement), computed unsigned to stay defined.
-template <class T> T WrapAdd(T a, T b) { return T(uint64_t(a) + uint64_t(b)); }
-template <class T> T WrapSub(T a, T b) { return T(uint64_t(a) - uint64_t(b)); }
-template <class T> T WrapMul(T a, T b) { return T(uint64_t(a) * uint64_t(b)); }
-template <class T> constexpr bool kIsInt = std::is_integral_v<T>;
-
-#define NPU_BINARY(Name, cost, expr)                    \
-  struct Name {                                         \
-    static constexpr int kCost = cost;                  \
-    template <class T> T operator()(T a, T b) const { return expr; } \
-  }
-#define NPU_UNARY(Name, cost, expr)                     \
-  struct Name {                                         \
-    static constexpr int kCost = cost;                  \
-    template <class T> T operator()(T a) const { return expr; } \
-  }
-
-NPU_BINARY(AddOp, 1, kIsInt<T> ? WrapAdd(a, b) : a + b);
-NPU_BINARY(SubOp, 1, kIsInt<T> ? WrapSub(a, b) : a - b);
-NPU_BINARY(MulOp, 1, kIsInt<T> ? WrapMul(a, b) : a * b);
-NPU_BINARY(RealDivOp, 2, a / b);
-NPU_BINARY(DivNoNanOp, 2, b == T(0) ? T(0) : a / b);
-// As TF on CPU (its vectorized path): NaN in either operand gives NaN, and of two equal values
-// (-0 and +0) the second.
-NPU_BINARY(MaximumOp, 1, (a > b || a != a) ? a : b);
-NPU_BINARY(MinimumOp, 1, (a < b || a != a) ? a : b);
-NPU_BINARY(SquaredDifferenceOp, 2, kIsInt<T> ? WrapMul(WrapSub(a, b), WrapSub(a, b)) : (a - b) * (a - b));
-NPU_BINARY(EqualOp, 1, T(a == b));
-NPU_BINARY(NotEqualOp, 1, T(a != b));
-NPU_BINARY(GreaterOp, 1, T(a > b));
-NPU_BINARY(GreaterEqualOp, 1, T(a >= b));
-NPU_BINARY(LessOp, 1, T(a < b));
-NPU_BINARY(LessEqualOp, 1, T(a <= b));
-NPU_BINARY(LogicalAndOp, 1, T(a && b));
-NPU_BINARY(LogicalOrOp, 1, T(a || b));
-
-// Div: truncating for integers (the divisor is checked for zeros first), true division else.
-struct DivOp {
-  static constexpr int kCost = 2;
-  template <class T> T operator()(T a, T b) const {
-    if constexpr (kIsInt<T>) return b == 0 ? 0 : (b == -1 ? WrapSub(T(0), a) : a / b);
-    else return a / b;
-  }
-};
-
-struct FloorDivOp {
-  static constexpr int kCost = 4;
-  template <class T> T operator()(T a, T b) const {
-    if constexpr (kIsInt<T>) {
-      if (b == 0) return 0;
-      if (b == -1) return WrapSub(T(0), a);
-      const T q = a / b;
-      return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
-    } else {
-      return std::floor(a / b);
-    }
-  }
-};
-
-struct FloorModOp {
-  static constexpr int kCost = 4;
-  template <class T> T operator()(T a, T b) const {
-    if constexpr (kIsInt<T>) {
-      if (b == 0 || b == -1) return 0;
-      const T r = a % b;
-      return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
-    } else {
-      const T r = std::fmod(a, b);
-      return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
-    }
-  }
-};
-
-struct PowOp {
-  static constexpr int kCost = 20;
-  template <class T> T operator()(T a, T b) const {
-    if constexpr (kIsInt<T>) {
-      T result = 1;   // exponent checked non-negative before evaluation
-      for (; b > 0; b >>= 1, a = WrapMul(a, a))
-        if (b & 1) result = WrapMul(result, a);
-      return result;
-    } else {
-      return std::pow(a, b);
-    }
-  }
-};
-
-NPU_UNARY(NegOp, 1, kIsInt<T> ? WrapSub(T(0), a) : -a);
-NPU_UNARY(AbsOp, 1, kIsInt<T> ? (a < 0 ? WrapSub(T(0), a) : a) : std::abs(a));
-NPU_UNARY(SquareOp, 1, kIsInt<T> ? WrapMul(a, a) : a * a);
-NPU_UNARY(SignOp, 1, a != a ? a : T((a > T(0)) - (a < T(0))));
-#define NPU_VECTOR_UNARY(Name, cost, fn)                                              \
-  struct Name {                                                                     \
-    static constexpr int kCost = cost;                                              \
-    template <class T> static void Block(const T* x, T* y, int64_t n) { VecMath(fn, x, y, n); } \
-  }
-NPU_VECTOR_UNARY(ExpOp, 10, VecFn::kExp);
-NPU_VECTOR_UNARY(LogOp, 10, VecFn::kLog);
-NPU_VECTOR_UNARY(Log1pOp, 10, VecFn::kLog1p);
-NPU_VECTOR_UNARY(SqrtOp, 4, VecFn::kSqrt);
-NPU_VECTOR_UNARY(RsqrtOp, 5, VecFn::kRsqrt);
-#undef NPU_VECTOR_UNARY
-NPU_UNARY(ReciprocalOp, 2, T(1) / a);
-NPU_UNARY(FloorOp, 1, std::floor(a));
-NPU_UNARY(CeilOp, 1, std::ceil(a));
-NPU_UNARY(RoundOp, 1, kIsInt<T> ? a : T(std::nearbyint(a)));   // half to even, as TF
-NPU_UNARY(LogicalNotOp, 1, T(!a));
-NPU_UNARY(CosOp, 10, std::cos(a));
-NPU_UNARY(SinOp, 10, std::sin(a));
-NPU_UNARY(IsFiniteOp, 1, T(std::isfinite(a)));
-NPU_UNARY(IsInfOp, 1, T(std::isinf(a)));
-NPU_UNARY(IsNanOp, 1, T(std::isnan(a)));
-NPU_BINARY(BitwiseAndOp, 1, a & b);
-NPU_BINARY(BitwiseOrOp, 1, a | b);
-NPU_BINARY(BitwiseXorOp, 1, a ^ b);
-
-#undef NPU_BINARY
-#undef NPU_UNARY
-
 // AddN: the sum of N same-shaped inputs, accumulated in the compute type and rounded once.
 template <class T>
 void AddNEval(int64_t n, int dtype, const std::vector<const void*>& in, void* out) {
@@ -214,7 +95,7 @@ void AddNEval(int64_t n, int dtype, const std::vector<const void*>& in, void* ou
       Load<T>(dtype, static_cast<const char*>(in[0]) + s * size, m, acc);
       for (size_t k = 1; k < in.size(); ++k) {
         Load<T>(dtype, static_cast<const char*>(in[k]) + s * size, m, buf);
-        for (int64_t i = 0; i < m; ++i) acc[i] = AddOp()(acc[i], buf[i]);
+        for (int64_t i = 0; i < m; ++i) acc[i] = fn::AddN()(acc[i], buf[i]);
       }
       Store<T>(dtype, acc, m, static_cast<char*>(out) + s * size);
     }
@@ -330,55 +211,21 @@ Status MakeBiasAdd(const KernelDef& def, std::unique_ptr<Kernel>* out) {
   Dims bias(value.size() - channel, 1);
   bias[0] = value[channel];
   std::vector<Dims> dims{value, bias};
-  return MakeElementwise(def, {2, kNumeric}, &SelectEval<2, AddOp, kNumeric>, out, &dims);
+  return MakeElementwise(def, {2, kNumeric}, &SelectEval<2, fn::Add, kNumeric>, out, &dims);
 }
 
 void RegisterAll() {
-  RegisterBinary<AddOp, kNumeric>("Add");
-  RegisterBinary<AddOp, kNumeric>("AddV2");
-  RegisterBinary<SubOp, kNumeric>("Sub");
-  RegisterBinary<MulOp, kNumeric>("Mul");
-  RegisterBinary<RealDivOp, kReal>("RealDiv");
-  RegisterBinary<DivOp, kNumeric, false, IntCheck::kNonZeroRhs>("Div");
-  RegisterBinary<DivNoNanOp, kReal>("DivNoNan");
-  RegisterBinary<MaximumOp, kNumeric>("Maximum");
-  RegisterBinary<MinimumOp, kNumeric>("Minimum");
-  RegisterBinary<PowOp, kNumeric, false, IntCheck::kNonNegativeRhs>("Pow");
-  RegisterBinary<SquaredDifferenceOp, kNumeric>("SquaredDifference");
-  RegisterBinary<FloorDivOp, kNumeric, false, IntCheck::kNonZeroRhs>("FloorDiv");
-  RegisterBinary<FloorModOp, kNumeric, false, IntCheck::kNonZeroRhs>("FloorMod");
-  RegisterBinary<EqualOp, kAllTypes, true>("Equal");
-  RegisterBinary<NotEqualOp, kAllTypes, true>("NotEqual");
-  RegisterBinary<GreaterOp, kNumeric, true>("Greater");
-  RegisterBinary<GreaterEqualOp, kNumeric, true>("GreaterEqual");
-  RegisterBinary<LessOp, kNumeric, true>("Less");
-  RegisterBinary<LessEqualOp, kNumeric, true>("LessEqual");
-  RegisterBinary<LogicalAndOp, kBools>("LogicalAnd");
-  RegisterBinary<LogicalOrOp, kBools>("LogicalOr");
+  // Every op whose kernel is its functor applied elementwise (trait elementwise_kernel in
+  // graph_engine/ops): registered from the generated table.
+#define NPU_ELEMENTWISE_KERNEL(tf_op, functor, arity, types, bool_output, int_check) \
+  RegisterElementwise<arity, fn::functor, types>(tf_op, {arity, types, bool_output, IntCheck::int_check});
+#include "ops/op_traits.inc"
 
-  RegisterUnary<NegOp, kNumeric>("Neg");
-  RegisterUnary<AbsOp, kNumeric>("Abs");
-  RegisterUnary<SquareOp, kNumeric>("Square");
-  RegisterUnary<SignOp, kNumeric>("Sign");
-  RegisterUnary<ExpOp, kReal>("Exp");
-  RegisterUnary<LogOp, kReal>("Log");
-  RegisterUnary<Log1pOp, kReal>("Log1p");
-  RegisterUnary<SqrtOp, kReal>("Sqrt");
-  RegisterUnary<RsqrtOp, kReal>("Rsqrt");
-  RegisterUnary<ReciprocalOp, kReal>("Reciprocal");
-  RegisterUnary<ReciprocalOp, kReal>("Inv");
-  RegisterUnary<FloorOp, kReal>("Floor");
-  RegisterUnary<CeilOp, kReal>("Ceil");
-  RegisterUnary<RoundOp, kNumeric>("Round");
-  RegisterUnary<LogicalNotOp, kBools>("LogicalNot");
-  RegisterUnary<CosOp, kReal>("Cos");
-  RegisterUnary<SinOp, kReal>("Sin");
-  RegisterUnary<IsFiniteOp, kReal, true>("IsFinite");
-  RegisterUnary<IsInfOp, kReal, true>("IsInf");
-  RegisterUnary<IsNanOp, kReal, true>("IsNan");
-  RegisterBinary<BitwiseAndOp, kInts>("BitwiseAnd");
-  RegisterBinary<BitwiseOrOp, kInts>("BitwiseOr");
-  RegisterBinary<BitwiseXorOp, kInts>("BitwiseXor");
+  // Elementwise ops with an attribute parameter.
+  RegisterElementwise<1, fn::LeakyRelu, kReal>("LeakyRelu", {1, kReal, false, IntCheck::kNone, "alpha", 0.2});
+  RegisterElementwise<2, fn::LeakyReluGrad, kReal>("LeakyReluGrad", {2, kReal, false, IntCheck::kNone, "alpha", 0.2});
+  RegisterElementwise<2, fn::ApproximateEqual, kReal>(
+      "ApproximateEqual", {2, kReal, true, IntCheck::kNone, "tolerance", 1e-5});
 
   RegisterKernel("AddN", MakeAddN);
   RegisterKernel("Select", [](const KernelDef& d, std::unique_ptr<Kernel>* k) { return MakeSelect(d, false, k); });

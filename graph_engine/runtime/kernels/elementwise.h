@@ -1,5 +1,5 @@
-// Elementwise kernels: an op is a small functor evaluated in its compute type (float, double
-// or int64) over a broadcast StridedPlan whose operand 0 is the output. Stored elements are
+// Elementwise kernels: an op is a functor of elementwise_functors.h evaluated in its compute
+// type (float, double or int64) over a broadcast StridedPlan whose operand 0 is the output. Stored elements are
 // converted in blocks, so float16/bfloat16 storage costs one conversion per element and
 // float32/float64/int64 storage is read in place.
 #ifndef NPU_KERNELS_ELEMENTWISE_H_
@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "kernels/dtype.h"
+#include "kernels/elementwise_functors.h"
 #include "kernels/kernel.h"
 #include "kernels/shape.h"
 #include "kernels/thread_pool.h"
@@ -40,26 +41,14 @@ enum class IntCheck { kNone, kNonZeroRhs, kNonZeroRhsTruncate, kNonNegativeRhs }
 using EvalFn = void (*)(const StridedPlan& plan, const int* in_dtypes, const void* const* in,
                         int out_dtype, void* out, double param);
 
-template <class Op>
-Op MakeOp(double param) {
-  if constexpr (std::is_constructible_v<Op, double>) return Op(param);
-  else return Op();
-}
-
-// A unary op may compute whole blocks at once (SIMD transcendental functions, vector_math.h)
-// by defining `template <class T> static void Block(const T* x, T* y, int64_t n)`; blocks hold
-// at most kElementwiseBlock elements.
+// A unary op with a Block (elementwise_functors.h) computes whole blocks at once; blocks hold
+// at most kElementwiseBlock elements here.
 constexpr int64_t kElementwiseBlock = 256;
-template <class Op, class T, class = void>
-struct HasBlock : std::false_type {};
-template <class Op, class T>
-struct HasBlock<Op, T, std::void_t<decltype(Op::Block(std::declval<const T*>(), std::declval<T*>(), int64_t{}))>>
-    : std::true_type {};
 
 template <class T, int N, class Op>
 void EvalElementwise(const StridedPlan& plan, const int* in_dtypes, const void* const* in,
                      int out_dtype, void* out, double param) {
-  const Op op = MakeOp<Op>(param);
+  const Op op = fn::Make<Op>(param);
   constexpr int64_t kBlock = kElementwiseBlock;
   const int out_size = DTypeSize(out_dtype);
   int in_size[N];
@@ -91,7 +80,7 @@ void EvalElementwise(const StridedPlan& plan, const int* in_dtypes, const void* 
         }
         const bool direct = IsNative<T>(out_dtype);
         T* o = direct ? static_cast<T*>(out) + off[0] + s : obuf;
-        if constexpr (N == 1 && HasBlock<Op, T>::value) {
+        if constexpr (N == 1 && fn::HasBlock<Op, T>::value) {
           Op::Block(x[0], o, m);
         } else if constexpr (N == 1) {
           for (int64_t i = 0; i < m; ++i) o[i] = op(x[0][i]);

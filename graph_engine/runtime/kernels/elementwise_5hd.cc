@@ -12,12 +12,11 @@ namespace npu {
 namespace kernels {
 namespace {
 
-// Keep in sync with LAYOUT_AGNOSTIC in graph_engine/compiler/passes/layout/support.py.
+// The ops marked layout agnostic in the op registry (graph_engine/ops/op_traits.inc).
 const char* const kAgnostic[] = {
-    "Abs", "Add", "AddN", "AddV2", "Cast", "Elu", "Erf", "Exp", "Maximum", "Minimum", "Mul", "Neg",
-    "RealDiv", "Reciprocal", "Relu", "Relu6", "ReluGrad", "Relu6Grad", "Rsqrt", "Selu", "Sigmoid",
-    "SigmoidGrad", "Softplus", "Softsign", "Sqrt", "Square", "SquaredDifference", "Sub", "Tanh",
-    "TanhGrad", "LeakyRelu"};
+#define NPU_LAYOUT_AGNOSTIC(tf_op) tf_op,
+#include "ops/op_traits.inc"
+};
 
 Status MakeOnStorage(const KernelDef& def, std::unique_ptr<Kernel>* out) {
   const KernelFactory* nd = FindNdKernel(def.kernel);

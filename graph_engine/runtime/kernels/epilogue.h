@@ -2,22 +2,28 @@
 // NpuFusedMatMul, NpuFusedBatchMatMul and the 5HD convolutions): out = act(acc + bias +
 // residual), in float32, applied to each output block while it is still in cache, before the
 // store (docs/fusion.md). Attributes: has_bias, has_residual (bool), activation (string, ""
-// for none), alpha (float, LeakyRelu's slope).
+// for none), alpha (float, LeakyRelu's slope). The activations are op_traits.inc's
+// NPU_EPILOGUE_ACTIVATION list, their math elementwise_functors.h's.
 #ifndef NPU_KERNELS_EPILOGUE_H_
 #define NPU_KERNELS_EPILOGUE_H_
 
-#include <cmath>
 #include <string>
 
+#include "kernels/elementwise_functors.h"
 #include "kernels/kernel.h"
 #include "kernels/shape.h"
-#include "kernels/vector_math.h"
 
 namespace npu {
 namespace kernels {
 
 struct Epilogue {
-  enum class Act { kNone, kRelu, kRelu6, kElu, kLeakyRelu, kSigmoid, kTanh, kGeluExact, kGeluTanh, kSwish };
+  // kNone, then one per NPU_EPILOGUE_ACTIVATION of graph_engine/ops/op_traits.inc, named after
+  // its functor (elementwise_functors.h): kRelu, kGeluTanh ...
+  enum class Act {
+    kNone,
+#define NPU_EPILOGUE_ACTIVATION(name, functor) k##functor,
+#include "ops/op_traits.inc"
+  };
 
   bool has_bias = false, has_residual = false;
   Act act = Act::kNone;
@@ -28,20 +34,18 @@ struct Epilogue {
   // Number of inputs the epilogue adds after the contraction's own.
   int extra_inputs() const { return (has_bias ? 1 : 0) + (has_residual ? 1 : 0); }
 
-  float Activate(float v) const {
+  // y[i] = act(y[i]) for n elements, as ApplyRun computes it.
+  void ActivateRun(float* y, int64_t n) const {
     switch (act) {
-      case Act::kNone: return v;
-      case Act::kRelu: return (v > 0.0f || v != v) ? v : 0.0f;   // NaN kept, as TF
-      case Act::kRelu6: return v != v ? v : (v > 0.0f ? (v < 6.0f ? v : 6.0f) : 0.0f);
-      case Act::kElu: return v > 0.0f ? v : std::expm1(v);
-      case Act::kLeakyRelu: return v > 0.0f ? v : alpha * v;
-      case Act::kSigmoid: return 1.0f / (1.0f + std::exp(-v));
-      case Act::kTanh: return std::tanh(v);
-      case Act::kGeluExact: return 0.5f * v * (1.0f + std::erf(v * 0.70710678118654752f));
-      case Act::kGeluTanh:
-        return 0.5f * v * (1.0f + std::tanh(0.79788456080286536f * (v + 0.044715f * v * v * v)));
-      case Act::kSwish: return v / (1.0f + std::exp(-v));
+      case Act::kNone: return;
+#define NPU_EPILOGUE_ACTIVATION(name, functor) \
+      case Act::k##functor: return Run(fn::Make<fn::functor>(alpha), y, n);
+#include "ops/op_traits.inc"
     }
+  }
+
+  float Activate(float v) const {
+    ActivateRun(&v, 1);
     return v;
   }
 
@@ -51,30 +55,13 @@ struct Epilogue {
   }
 
   // A contiguous run of n outputs y (updated in place) whose channels are contiguous too:
-  // bias[i] and residual[i] belong to y[i] (nullptr when absent). The transcendental
-  // activations go through the vectorized math of vector_math.h.
+  // bias[i] and residual[i] belong to y[i] (nullptr when absent).
   void ApplyRun(float* y, const float* bias, const float* residual, int64_t n) const {
     if (has_bias)
       for (int64_t i = 0; i < n; ++i) y[i] += bias[i];
     if (has_residual)
       for (int64_t i = 0; i < n; ++i) y[i] += residual[i];
-    switch (act) {
-      case Act::kSigmoid: VecMath(VecFn::kSigmoid, y, y, n); return;
-      case Act::kTanh: VecMath(VecFn::kTanh, y, y, n); return;
-      case Act::kSwish: {
-        constexpr int64_t kBlock = 256;
-        float s[kBlock];
-        for (int64_t b = 0; b < n; b += kBlock) {
-          const int64_t m = n - b < kBlock ? n - b : kBlock;
-          VecMath(VecFn::kSigmoid, y + b, s, m);
-          for (int64_t i = 0; i < m; ++i) y[b + i] *= s[i];
-        }
-        return;
-      }
-      case Act::kNone: return;
-      default:
-        for (int64_t i = 0; i < n; ++i) y[i] = Activate(y[i]);
-    }
+    ActivateRun(y, n);
   }
 
   // A row-major [rows, channels] block y with channels innermost; the residual block has
@@ -84,16 +71,28 @@ struct Epilogue {
     for (int64_t r = 0; r < rows; ++r)
       ApplyRun(y + r * channels, bias, residual ? residual + r * channels : nullptr, channels);
   }
+
+ private:
+  // An activation's scalar form where it has one (Elu keeps std::expm1 here), else its
+  // vectorized Block (Sigmoid, Tanh, Swish: vector_math.h).
+  template <class F>
+  static void Run(const F& f, float* y, int64_t n) {
+    if constexpr (fn::HasScalar<F, float>::value) {
+      for (int64_t i = 0; i < n; ++i) y[i] = f(y[i]);
+    } else {
+      F::Block(y, y, n);
+    }
+  }
 };
 
-// Parses the epilogue attributes; an unknown activation is an error listing the allowed ones.
+// Parses the epilogue attributes; an unknown activation is an error listing the allowed ones
+// ("" for none, then op_traits.inc's NPU_EPILOGUE_ACTIVATION names).
 inline Status ParseEpilogue(const Attrs& attrs, Epilogue* out) {
   static const struct { const char* name; Epilogue::Act act; } kActs[] = {
-      {"", Epilogue::Act::kNone},           {"Relu", Epilogue::Act::kRelu},
-      {"Relu6", Epilogue::Act::kRelu6},     {"Elu", Epilogue::Act::kElu},
-      {"LeakyRelu", Epilogue::Act::kLeakyRelu}, {"Sigmoid", Epilogue::Act::kSigmoid},
-      {"Tanh", Epilogue::Act::kTanh},       {"GeluExact", Epilogue::Act::kGeluExact},
-      {"GeluTanh", Epilogue::Act::kGeluTanh}, {"Swish", Epilogue::Act::kSwish}};
+      {"", Epilogue::Act::kNone},
+#define NPU_EPILOGUE_ACTIVATION(name, functor) {name, Epilogue::Act::k##functor},
+#include "ops/op_traits.inc"
+  };
   Epilogue e;
   NPU_RETURN_IF_ERROR(attrs.Bool("has_bias", false, &e.has_bias));
   NPU_RETURN_IF_ERROR(attrs.Bool("has_residual", false, &e.has_residual));

@@ -7,9 +7,10 @@
 // intermediates never touch memory. Registers that are the same everywhere (scalar inputs,
 // constants and instructions on them only) are computed once per run; per-channel inputs are
 // expanded to a repeated row once per run, so tiles need not stop at row ends. Each instruction
-// uses the same float formula (and the same SIMD math, vector_math.h) as the op's own kernel,
-// and float16/bfloat16/bool results are rounded as that kernel would store them, so results
-// match the unfused graph. Integer math (an optimizer's step counter) runs exactly in int64, on
+// calls the functor of the op's own kernel (elementwise_functors.h; the ops are
+// graph_engine/ops/op_traits.inc's NPU_FUSIBLE), so the same formula and SIMD math, and
+// float16/bfloat16/bool results are rounded as that kernel would store them: results match
+// the unfused graph. Integer math (an optimizer's step counter) runs exactly in int64, on
 // single elements only, once per run. A float32 output that shares no bytes with an input is
 // written by its instruction directly; otherwise a tile is computed completely before anything
 // is stored, so an output may share an input's buffer. When every input and output has the
@@ -23,69 +24,90 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <map>
 #include <sstream>
+#include <type_traits>
 
 #include "kernels/dtype.h"
+#include "kernels/elementwise_functors.h"
 #include "kernels/format.h"
 #include "kernels/kernel.h"
 #include "kernels/shape.h"
 #include "kernels/thread_pool.h"
-#include "kernels/vector_math.h"
 
 namespace npu {
 namespace kernels {
 namespace {
 
 constexpr int64_t kTile = 512;
-constexpr double kSeluScale = 1.0507009873554804934193349852946;
-constexpr double kSeluAlpha = 1.6732632423543772848170429916717;
 
-enum class Op {
-  kNeg, kAbs, kSquare, kSign, kExp, kLog, kLog1p, kExpm1, kSqrt, kRsqrt, kReciprocal, kFloor,
-  kCeil, kRound, kRelu, kRelu6, kSigmoid, kTanh, kSoftsign, kElu, kSelu, kSoftplus, kCast,
-  kLogicalNot, kAdd, kSub, kMul, kDiv, kDivNoNan, kMaximum, kMinimum, kSquaredDifference, kPow,
-  kEqual, kNotEqual, kGreater, kGreaterEqual, kLess, kLessEqual, kLogicalAnd, kLogicalOr,
-  kReluGrad, kRelu6Grad, kSigmoidGrad, kTanhGrad, kEluGrad, kSeluGrad, kSoftplusGrad,
-  kReciprocalGrad, kRsqrtGrad, kSqrtGrad, kSelect, kAddN,
-};
+// An instruction's op, from graph_engine/ops/op_traits.inc (NPU_FUSIBLE): its functor
+// (elementwise_functors.h) over a float tile, and for the ops marked integer over int64.
+using TileFn = void (*)(const float* const* a, size_t n_operands, float* y, int64_t m);
+using IntFn = int64_t (*)(const int64_t* a);
+
+// y = f(a[0][, a[1][, a[2]]]) over one tile in one tight loop (vectorized: -O3), or f's Block;
+// AddN (arity -1) adds its operands in order.
+template <class F, int kArity>
+void EvalTile(const float* const* a, size_t n_operands, float* y, int64_t m) {
+  const F f{};
+  const float* x = a[0];
+  if constexpr (kArity < 0) {
+    std::memcpy(y, x, m * sizeof(float));
+    for (size_t k = 1; k < n_operands; ++k) {
+      const float* b = a[k];
+      for (int64_t i = 0; i < m; ++i) y[i] = f(y[i], b[i]);
+    }
+  } else if constexpr (kArity == 1 && fn::HasBlock<F, float>::value) {
+    F::Block(x, y, m);
+  } else if constexpr (kArity == 1) {
+    for (int64_t i = 0; i < m; ++i) y[i] = f(x[i]);
+  } else if constexpr (kArity == 2) {
+    const float* b = a[1];
+    for (int64_t i = 0; i < m; ++i) y[i] = f(x[i], b[i]);
+  } else {
+    static_assert(kArity == 3);
+    const float *b = a[1], *c = a[2];
+    for (int64_t i = 0; i < m; ++i) y[i] = f(x[i], b[i], c[i]);
+  }
+}
+
+template <class F, int kArity, int kInteger>
+constexpr IntFn IntEval() {
+  if constexpr (kInteger == 0) {
+    return nullptr;
+  } else {
+    static_assert(kArity == 1 || kArity == 2);
+    return [](const int64_t* a) -> int64_t {
+      if constexpr (kArity == 1) return F{}(a[0]);
+      else return F{}(a[0], a[1]);
+    };
+  }
+}
 
 struct OpInfo {
-  Op op;
-  int arity;  // -1: any (AddN)
+  const char* name;
+  int arity;       // -1: any (AddN)
+  bool integer;    // also exact int64 math (single elements only)
+  bool cast;       // Cast: the value unchanged, rounded to the result dtype
+  TileFn eval;
+  IntFn eval_int;  // nullptr unless integer
 };
 
-const std::map<std::string, OpInfo>& OpTable() {
-  static const auto* table = new std::map<std::string, OpInfo>{
-      {"Neg", {Op::kNeg, 1}}, {"Abs", {Op::kAbs, 1}}, {"Square", {Op::kSquare, 1}},
-      {"Sign", {Op::kSign, 1}}, {"Exp", {Op::kExp, 1}}, {"Log", {Op::kLog, 1}},
-      {"Log1p", {Op::kLog1p, 1}}, {"Expm1", {Op::kExpm1, 1}}, {"Sqrt", {Op::kSqrt, 1}},
-      {"Rsqrt", {Op::kRsqrt, 1}}, {"Reciprocal", {Op::kReciprocal, 1}}, {"Inv", {Op::kReciprocal, 1}},
-      {"Floor", {Op::kFloor, 1}}, {"Ceil", {Op::kCeil, 1}}, {"Round", {Op::kRound, 1}},
-      {"Relu", {Op::kRelu, 1}}, {"Relu6", {Op::kRelu6, 1}}, {"Sigmoid", {Op::kSigmoid, 1}},
-      {"Tanh", {Op::kTanh, 1}}, {"Softsign", {Op::kSoftsign, 1}}, {"Elu", {Op::kElu, 1}},
-      {"Selu", {Op::kSelu, 1}}, {"Softplus", {Op::kSoftplus, 1}}, {"Cast", {Op::kCast, 1}},
-      {"LogicalNot", {Op::kLogicalNot, 1}}, {"Add", {Op::kAdd, 2}}, {"AddV2", {Op::kAdd, 2}},
-      {"BiasAdd", {Op::kAdd, 2}}, {"Sub", {Op::kSub, 2}}, {"Mul", {Op::kMul, 2}},
-      {"RealDiv", {Op::kDiv, 2}}, {"Div", {Op::kDiv, 2}}, {"DivNoNan", {Op::kDivNoNan, 2}},
-      {"Maximum", {Op::kMaximum, 2}}, {"Minimum", {Op::kMinimum, 2}},
-      {"SquaredDifference", {Op::kSquaredDifference, 2}}, {"Pow", {Op::kPow, 2}},
-      {"Equal", {Op::kEqual, 2}}, {"NotEqual", {Op::kNotEqual, 2}}, {"Greater", {Op::kGreater, 2}},
-      {"GreaterEqual", {Op::kGreaterEqual, 2}}, {"Less", {Op::kLess, 2}},
-      {"LessEqual", {Op::kLessEqual, 2}}, {"LogicalAnd", {Op::kLogicalAnd, 2}},
-      {"LogicalOr", {Op::kLogicalOr, 2}}, {"ReluGrad", {Op::kReluGrad, 2}},
-      {"Relu6Grad", {Op::kRelu6Grad, 2}}, {"SigmoidGrad", {Op::kSigmoidGrad, 2}},
-      {"TanhGrad", {Op::kTanhGrad, 2}}, {"EluGrad", {Op::kEluGrad, 2}},
-      {"SeluGrad", {Op::kSeluGrad, 2}}, {"SoftplusGrad", {Op::kSoftplusGrad, 2}},
-      {"ReciprocalGrad", {Op::kReciprocalGrad, 2}}, {"RsqrtGrad", {Op::kRsqrtGrad, 2}},
-      {"SqrtGrad", {Op::kSqrtGrad, 2}}, {"Select", {Op::kSelect, 3}}, {"SelectV2", {Op::kSelect, 3}},
-      {"AddN", {Op::kAddN, -1}},
-  };
-  return *table;
+constexpr OpInfo kOps[] = {
+#define NPU_FUSIBLE(tf_op, functor, arity, integer)                                          \
+  {tf_op, arity, (integer) != 0, std::is_same_v<fn::functor, fn::Cast>, &EvalTile<fn::functor, arity>, \
+   IntEval<fn::functor, arity, integer>()},
+#include "ops/op_traits.inc"
+};
+
+const OpInfo* FindOp(const std::string& name) {
+  for (const OpInfo& op : kOps)
+    if (name == op.name) return &op;
+  return nullptr;
 }
 
 struct Instr {
-  Op op;
+  const OpInfo* op;
   int dtype;                  // of the result: float16/bfloat16 round, bool is 0/1
   std::vector<int> operands;  // >= 0: register; < 0: constant -1 - index
   bool integer = false;       // integer math on integer registers (single elements only)
@@ -93,126 +115,16 @@ struct Instr {
 
 bool IsInt(int dtype) { return dtype == kInt32 || dtype == kInt64; }
 
-// Integer math as TF's kernels do it (two's complement wrap-around), in int64, then narrowed
-// to the result dtype; comparisons give 0/1. Only ops that IntOp accepts get here.
+// Integer math as TF's kernels do it (the functors' two's complement wrap-around), in int64,
+// then narrowed to the result dtype; comparisons give 0/1. Only ops marked integer get here.
 int64_t EvalInt(const Instr& in, const int64_t* a) {
-  auto u = [](int64_t v) { return static_cast<uint64_t>(v); };
-  int64_t r = a[0];
-  switch (in.op) {
-    case Op::kNeg: r = static_cast<int64_t>(0 - u(a[0])); break;
-    case Op::kAdd: r = static_cast<int64_t>(u(a[0]) + u(a[1])); break;
-    case Op::kSub: r = static_cast<int64_t>(u(a[0]) - u(a[1])); break;
-    case Op::kMul: r = static_cast<int64_t>(u(a[0]) * u(a[1])); break;
-    case Op::kMaximum: r = std::max(a[0], a[1]); break;
-    case Op::kMinimum: r = std::min(a[0], a[1]); break;
-    case Op::kEqual: return a[0] == a[1];
-    case Op::kNotEqual: return a[0] != a[1];
-    case Op::kGreater: return a[0] > a[1];
-    case Op::kGreaterEqual: return a[0] >= a[1];
-    case Op::kLess: return a[0] < a[1];
-    case Op::kLessEqual: return a[0] <= a[1];
-    default: break;  // kCast
-  }
+  const int64_t r = in.op->eval_int(a);
   return in.dtype == kInt32 ? static_cast<int32_t>(static_cast<uint32_t>(r)) : r;
 }
 
-bool IntOp(Op op) {
-  switch (op) {
-    case Op::kNeg: case Op::kAdd: case Op::kSub: case Op::kMul: case Op::kMaximum:
-    case Op::kMinimum: case Op::kEqual: case Op::kNotEqual: case Op::kGreater:
-    case Op::kGreaterEqual: case Op::kLess: case Op::kLessEqual: case Op::kCast:
-      return true;
-    default:
-      return false;
-  }
-}
-
-// y = f(a[, b[, c]]) over one tile, with the formulas of the ops' own kernels.
+// y = f(a[, b[, c]]) over one tile, with the functors of the ops' own kernels.
 void Eval(const Instr& in, const float* const* a, float* y, int64_t m) {
-  const float* x = a[0];
-  const float* b = in.operands.size() > 1 ? a[1] : nullptr;
-  auto map1 = [&](auto f) { for (int64_t i = 0; i < m; ++i) y[i] = f(x[i]); };
-  auto map2 = [&](auto f) { for (int64_t i = 0; i < m; ++i) y[i] = f(x[i], b[i]); };
-  switch (in.op) {
-    case Op::kNeg: return map1([](float v) { return -v; });
-    case Op::kAbs: return map1([](float v) { return std::abs(v); });
-    case Op::kSquare: return map1([](float v) { return v * v; });
-    case Op::kSign: return map1([](float v) { return v != v ? v : float((v > 0) - (v < 0)); });
-    case Op::kExp: return VecMath(VecFn::kExp, x, y, m);
-    case Op::kLog: return VecMath(VecFn::kLog, x, y, m);
-    case Op::kLog1p: return VecMath(VecFn::kLog1p, x, y, m);
-    case Op::kExpm1: return map1([](float v) { return std::expm1(v); });  // as math_extra.cc
-    case Op::kSqrt: return VecMath(VecFn::kSqrt, x, y, m);
-    case Op::kRsqrt: return VecMath(VecFn::kRsqrt, x, y, m);
-    case Op::kSigmoid: return VecMath(VecFn::kSigmoid, x, y, m);
-    case Op::kTanh: return VecMath(VecFn::kTanh, x, y, m);
-    case Op::kReciprocal: return map1([](float v) { return 1.0f / v; });
-    case Op::kFloor: return map1([](float v) { return std::floor(v); });
-    case Op::kCeil: return map1([](float v) { return std::ceil(v); });
-    case Op::kRound: return map1([](float v) { return float(std::nearbyint(v)); });
-    case Op::kRelu: return map1([](float v) { return (v > 0 || v != v) ? v : 0.0f; });   // NaN kept (TF)
-    case Op::kRelu6: return map1([](float v) { return v != v ? v : (v > 0 ? (v < 6 ? v : 6.0f) : 0.0f); });
-    case Op::kSoftsign: return map1([](float v) { return v / (1.0f + std::abs(v)); });
-    case Op::kElu:
-    case Op::kSelu: {
-      float e[kTile];
-      VecMath(VecFn::kExpm1, x, e, m);
-      const bool selu = in.op == Op::kSelu;
-      const float pos = selu ? float(kSeluScale) : 1.0f, neg = selu ? float(kSeluScale * kSeluAlpha) : 1.0f;
-      for (int64_t i = 0; i < m; ++i) y[i] = x[i] > 0 ? pos * x[i] : neg * e[i];
-      return;
-    }
-    case Op::kSoftplus: {
-      float t[kTile];
-      for (int64_t i = 0; i < m; ++i) t[i] = -std::abs(x[i]);
-      VecMath(VecFn::kExp, t, t, m);
-      VecMath(VecFn::kLog1p, t, t, m);
-      for (int64_t i = 0; i < m; ++i) y[i] = (x[i] > 0 ? x[i] : 0.0f) + t[i];
-      return;
-    }
-    case Op::kCast: return map1([](float v) { return v; });  // rounding follows from dtype
-    case Op::kLogicalNot: return map1([](float v) { return float(!v); });
-    case Op::kAdd: return map2([](float p, float q) { return p + q; });
-    case Op::kSub: return map2([](float p, float q) { return p - q; });
-    case Op::kMul: return map2([](float p, float q) { return p * q; });
-    case Op::kDiv: return map2([](float p, float q) { return p / q; });
-    case Op::kDivNoNan: return map2([](float p, float q) { return q == 0 ? 0.0f : p / q; });
-    case Op::kMaximum: return map2([](float p, float q) { return (p > q || p != p) ? p : q; });
-    case Op::kMinimum: return map2([](float p, float q) { return (p < q || p != p) ? p : q; });
-    case Op::kSquaredDifference: return map2([](float p, float q) { return (p - q) * (p - q); });
-    case Op::kPow: return map2([](float p, float q) { return std::pow(p, q); });
-    case Op::kEqual: return map2([](float p, float q) { return float(p == q); });
-    case Op::kNotEqual: return map2([](float p, float q) { return float(p != q); });
-    case Op::kGreater: return map2([](float p, float q) { return float(p > q); });
-    case Op::kGreaterEqual: return map2([](float p, float q) { return float(p >= q); });
-    case Op::kLess: return map2([](float p, float q) { return float(p < q); });
-    case Op::kLessEqual: return map2([](float p, float q) { return float(p <= q); });
-    case Op::kLogicalAnd: return map2([](float p, float q) { return float(p && q); });
-    case Op::kLogicalOr: return map2([](float p, float q) { return float(p || q); });
-    case Op::kReluGrad: return map2([](float g, float f) { return g * float(f > 0); });   // as TF
-    case Op::kRelu6Grad: return map2([](float g, float f) { return g * float(f > 0 && f < 6); });
-    case Op::kSigmoidGrad: return map2([](float v, float dy) { return dy * v * (1.0f - v); });
-    case Op::kTanhGrad: return map2([](float v, float dy) { return dy * (1.0f - v * v); });
-    case Op::kEluGrad: return map2([](float g, float v) { return v < 0 ? g * (v + 1.0f) : g; });
-    case Op::kSeluGrad:
-      return map2([](float g, float v) {
-        return v < 0 ? g * (v + float(kSeluScale * kSeluAlpha)) : g * float(kSeluScale);
-      });
-    case Op::kSoftplusGrad: return map2([](float g, float f) { return g / (1.0f + std::exp(-f)); });
-    // A zero upstream gradient gives 0 whatever y is (TF's gradient functors).
-    case Op::kReciprocalGrad: return map2([](float v, float dy) { return dy == 0.0f ? 0.0f : -dy * v * v; });
-    case Op::kRsqrtGrad:
-      return map2([](float v, float dy) { return dy == 0.0f ? 0.0f : -0.5f * (v * v * v) * dy; });
-    case Op::kSqrtGrad: return map2([](float v, float dy) { return dy == 0.0f ? 0.0f : 0.5f * dy / v; });
-    case Op::kSelect:
-      for (int64_t i = 0; i < m; ++i) y[i] = x[i] != 0 ? b[i] : a[2][i];
-      return;
-    case Op::kAddN:
-      std::memcpy(y, x, m * sizeof(float));
-      for (size_t k = 1; k < in.operands.size(); ++k)
-        for (int64_t i = 0; i < m; ++i) y[i] += a[k][i];
-      return;
-  }
+  in.op->eval(a, in.operands.size(), y, m);
 }
 
 // Rounds a tile to what storing it as `dtype` keeps.
@@ -349,11 +261,11 @@ Status FusedElementwise::Init(const KernelDef& def) {
     std::stringstream words(text);
     std::string name, operand;
     words >> name;
-    auto it = OpTable().find(name);
-    if (it == OpTable().end()) return Error("program: unknown instruction '", name, "'");
+    const OpInfo* op = FindOp(name);
+    if (op == nullptr) return Error("program: unknown instruction '", name, "'");
     const int index = static_cast<int>(program_.size());
     if (index >= static_cast<int>(dtypes.size())) return Error("attribute 'dtypes' names fewer dtypes than the program has instructions");
-    Instr in{it->second.op, static_cast<int>(dtypes[index]), {}};
+    Instr in{op, static_cast<int>(dtypes[index]), {}};
     if (!IsValueDType(in.dtype) && !IsInt(in.dtype))
       return Error("instruction ", index, ": dtype ", DTypeName(in.dtype), " is not supported; supported: float32, float16, "
                    "bfloat16, bool, int32, int64");
@@ -367,7 +279,7 @@ Status FusedElementwise::Init(const KernelDef& def) {
       else if (operand[0] == 'k' && k >= 0 && k < static_cast<int64_t>(constants.size())) in.operands.push_back(static_cast<int>(-1 - k));
       else return Error("program: bad operand '", operand, "' in '", text, "' (rN: an input or earlier result, kN: a constant)");
     }
-    const int arity = it->second.arity;
+    const int arity = op->arity;
     if ((arity >= 0 && static_cast<int>(in.operands.size()) != arity) || in.operands.empty())
       return Error("program: '", text, "' has ", in.operands.size(), " operands; ", name, " takes ", arity);
     // Integers are exact in float32 registers only through a Cast to float32; anything else on
@@ -376,8 +288,8 @@ Status FusedElementwise::Init(const KernelDef& def) {
       return id >= 0 && (id < n_in ? IsInt(inputs_[id].dtype) : program_[id - n_in].integer && IsInt(program_[id - n_in].dtype));
     };
     const bool int_operands = std::all_of(in.operands.begin(), in.operands.end(), int_reg);
-    const bool to_float = in.op == Op::kCast && in.dtype == kFloat;
-    in.integer = int_operands && !to_float && IntOp(in.op) && (IsInt(in.dtype) || (in.dtype == kBool && in.op != Op::kCast));
+    const bool to_float = op->cast && in.dtype == kFloat;
+    in.integer = int_operands && !to_float && op->integer && (IsInt(in.dtype) || (in.dtype == kBool && !op->cast));
     constexpr const char* kIntOps = "integer instructions: Neg, Add, AddV2, Sub, Mul, Maximum, Minimum, comparisons, Cast to int32/int64";
     if (IsInt(in.dtype) && !in.integer)
       return Error("program: '", text, "' computes ", DTypeName(in.dtype), "; ", kIntOps, ", on integer registers only");

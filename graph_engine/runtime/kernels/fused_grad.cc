@@ -3,6 +3,7 @@
 // Inputs (gradient, forward value); outputs (activation gradient, bias gradient [C]).
 #include <string>
 
+#include "kernels/elementwise_functors.h"
 #include "kernels/float_io.h"
 #include "kernels/shape.h"
 #include "kernels/window.h"   // CheckShape
@@ -11,29 +12,22 @@ namespace npu {
 namespace kernels {
 namespace {
 
-enum class Grad { kRelu, kRelu6, kLeakyRelu, kElu, kSigmoid, kTanh };
-
-// The forward value is the activation's input (Relu, Relu6, LeakyRelu) or output (the rest),
-// as TF's gradient ops read it.
-inline float ActGrad(Grad a, float g, float f, float alpha) {
-  switch (a) {
-    // As TF's functors: Relu/Relu6 multiply by the mask (a NaN or inf gradient stays NaN),
-    // Elu tests the output < 0.
-    case Grad::kRelu: return g * float(f > 0.0f);
-    case Grad::kRelu6: return g * float(f > 0.0f && f < 6.0f);
-    case Grad::kLeakyRelu: return f > 0.0f ? g : alpha * g;
-    case Grad::kElu: return f < 0.0f ? g * (f + 1.0f) : g;
-    case Grad::kSigmoid: return g * f * (1.0f - f);
-    case Grad::kTanh: return g * (1.0f - f * f);
-  }
-  return g;
-}
+// The activation's gradient functor (elementwise_functors.h) on (incoming gradient, forward
+// value): the forward value is the activation's input (Relu, Relu6, LeakyRelu) or output (the
+// rest), as TF's gradient ops read it; kGradFirst says in which order the functor takes them.
+template <class F, bool kGradFirst>
+struct ActGrad {
+  explicit ActGrad(float alpha) : fn(fn::Make<F>(alpha)) {}
+  float operator()(float g, float f) const { return kGradFirst ? fn(g, f) : fn(f, g); }
+  F fn;
+};
 
 // Viewed as [outer, channels, inner]: NHWC (and matrices) have inner = 1, NCHW inner = H*W.
+template <class Grad>
 class ActGradBiasKernel : public Kernel {
  public:
-  ActGradBiasKernel(Grad act, float alpha, int64_t outer, int64_t channels, int64_t inner, int dtype)
-      : act_(act), alpha_(alpha), outer_(outer), c_(channels), inner_(inner), dtype_(dtype) {}
+  ActGradBiasKernel(float alpha, int64_t outer, int64_t channels, int64_t inner, int dtype)
+      : grad_(alpha), outer_(outer), c_(channels), inner_(inner), dtype_(dtype) {}
 
   Status Compute(const KernelArgs& args) const override {
     const int64_t n = outer_ * c_ * inner_;
@@ -51,7 +45,7 @@ class ActGradBiasKernel : public Kernel {
           for (int64_t r = outer_ * q / parts; r < outer_ * (q + 1) / parts; ++r)
             for (int64_t c = 0; c < c_; ++c) {
               const int64_t i = r * c_ + c;
-              out[i] = ActGrad(act_, g.data()[i], f.data()[i], alpha_);
+              out[i] = grad_(g.data()[i], f.data()[i]);
               acc[c] += out[i];
             }
         }
@@ -66,7 +60,7 @@ class ActGradBiasKernel : public Kernel {
           double s = 0;
           for (int64_t o = 0; o < outer_; ++o)
             for (int64_t i = (o * c_ + c) * inner_, e = i + inner_; i < e; ++i) {
-              out[i] = ActGrad(act_, g.data()[i], f.data()[i], alpha_);
+              out[i] = grad_(g.data()[i], f.data()[i]);
               s += out[i];
             }
           sums[c] = static_cast<float>(s);
@@ -79,8 +73,7 @@ class ActGradBiasKernel : public Kernel {
   }
 
  private:
-  Grad act_;
-  float alpha_;
+  Grad grad_;
   int64_t outer_, c_, inner_;
   int dtype_;
 };
@@ -88,18 +81,27 @@ class ActGradBiasKernel : public Kernel {
 Status MakeActGradBias(const KernelDef& def, std::unique_ptr<Kernel>* out) {
   NPU_RETURN_IF_ERROR(CheckArity(def, 2, 2));
   NPU_RETURN_IF_ERROR(CheckFloatStorage(def));
-  static const struct { const char* name; Grad grad; } kActs[] = {
-      {"Relu", Grad::kRelu}, {"Relu6", Grad::kRelu6}, {"LeakyRelu", Grad::kLeakyRelu},
-      {"Elu", Grad::kElu}, {"Sigmoid", Grad::kSigmoid}, {"Tanh", Grad::kTanh}};
+  using Make = std::unique_ptr<Kernel> (*)(float alpha, int64_t outer, int64_t c, int64_t inner, int dtype);
+  static const struct { const char* name; Make make; } kActs[] = {
+#define NPU_ACTIVATION_GRAD(activation, functor, grad_first)                                  \
+  {activation, [](float alpha, int64_t outer, int64_t c, int64_t inner, int dtype) {          \
+     return std::unique_ptr<Kernel>(                                                           \
+         new ActGradBiasKernel<ActGrad<fn::functor, grad_first>>(alpha, outer, c, inner, dtype)); \
+   }},
+#include "ops/op_traits.inc"
+  };
   std::string name, format;
   NPU_RETURN_IF_ERROR(def.attrs.String("activation", &name));
   NPU_RETURN_IF_ERROR(def.attrs.String("data_format", "NHWC", &format));
   double alpha;
   NPU_RETURN_IF_ERROR(def.attrs.Float("alpha", 0.2, &alpha));
-  const Grad* act = nullptr;
-  for (const auto& a : kActs)
-    if (name == a.name) act = &a.grad;
-  if (!act) return Error("activation \"", name, "\" not supported; allowed: Relu, Relu6, LeakyRelu, Elu, Sigmoid, Tanh");
+  Make make = nullptr;
+  std::string allowed;
+  for (const auto& a : kActs) {
+    if (name == a.name) make = a.make;
+    allowed += std::string(allowed.empty() ? "" : ", ") + a.name;
+  }
+  if (!make) return Error("activation \"", name, "\" not supported; allowed: ", allowed);
   if (format != "NHWC" && format != "NCHW")
     return Error("data_format \"", format, "\" not supported; allowed: NHWC, NCHW");
   const Dims& x = def.inputs[0].dims;
@@ -111,8 +113,7 @@ Status MakeActGradBias(const KernelDef& def, std::unique_ptr<Kernel>* out) {
   int64_t outer = 1, inner = 1;
   for (size_t i = 0; i < axis; ++i) outer *= x[i];
   for (size_t i = axis + 1; i < x.size(); ++i) inner *= x[i];
-  *out = std::make_unique<ActGradBiasKernel>(*act, static_cast<float>(alpha), outer, x[axis], inner,
-                                             def.outputs[0].dtype);
+  *out = make(static_cast<float>(alpha), outer, x[axis], inner, def.outputs[0].dtype);
   return Status::Ok();
 }
 

@@ -1,10 +1,9 @@
-// Subgraphs the fusion passes recognize as one kernel (docs/fusion.md): NpuGelu (attr
-// approximate) and NpuLayerNorm (x, gamma, beta over the last axis; attr epsilon; with
-// with_stats also the mean and rsqrt(var + epsilon) per row, which training gradients read).
+// NpuLayerNorm, a subgraph the fusion passes recognize as one kernel (docs/fusion.md): x, gamma,
+// beta over the last axis; attr epsilon; with with_stats also the mean and rsqrt(var + epsilon)
+// per row, which training gradients read (NpuGelu is gelu.cc's).
 // Float32 math on float32/float16/bfloat16 storage, rounded once on store.
 #include <cmath>
 
-#include "kernels/epilogue.h"
 #include "kernels/float_io.h"
 #include "kernels/shape.h"
 #include "kernels/window.h"   // CheckShape
@@ -12,44 +11,6 @@
 namespace npu {
 namespace kernels {
 namespace {
-
-constexpr int64_t kBlock = 4096;   // elements per Gelu work item
-
-class GeluKernel : public Kernel {
- public:
-  GeluKernel(Epilogue ep, int64_t n, int dtype) : ep_(ep), n_(n), dtype_(dtype) {}
-
-  Status Compute(const KernelArgs& args) const override {
-    FloatIn x(dtype_, args.in(0), n_);
-    FloatOut y(dtype_, args.out(0), n_);
-    ParallelFor((n_ + kBlock - 1) / kBlock, 40 * kBlock, [&](int64_t b0, int64_t b1) {
-      for (int64_t b = b0; b < b1; ++b) {
-        const int64_t i0 = b * kBlock, n = std::min(n_, i0 + kBlock) - i0;
-        std::copy(x.data() + i0, x.data() + i0 + n, y.data() + i0);
-        ep_.ApplyRun(y.data() + i0, nullptr, nullptr, n);
-      }
-    });
-    y.Finish();
-    return Status::Ok();
-  }
-
- private:
-  Epilogue ep_;   // just the activation: GeluExact or GeluTanh
-  int64_t n_;
-  int dtype_;
-};
-
-Status MakeGelu(const KernelDef& def, std::unique_ptr<Kernel>* out) {
-  NPU_RETURN_IF_ERROR(CheckArity(def, 1, 1));
-  NPU_RETURN_IF_ERROR(CheckFloatStorage(def));
-  NPU_RETURN_IF_ERROR(CheckShape("output", def.outputs[0].dims, def.inputs[0].dims));
-  bool approximate;
-  NPU_RETURN_IF_ERROR(def.attrs.Bool("approximate", false, &approximate));
-  Epilogue ep;
-  ep.act = approximate ? Epilogue::Act::kGeluTanh : Epilogue::Act::kGeluExact;
-  *out = std::make_unique<GeluKernel>(ep, NumElements(def.inputs[0].dims), def.outputs[0].dtype);
-  return Status::Ok();
-}
 
 // sum(x - shift), or sum((x - shift)^2) when `squares`, in float32 over 16 lanes: vectorizes,
 // and the order is fixed (unlike an alignment-peeling reduction), so results do not depend on
@@ -148,7 +109,6 @@ Status MakeLayerNorm(const KernelDef& def, std::unique_ptr<Kernel>* out) {
   return Status::Ok();
 }
 
-NPU_REGISTER_KERNEL("NpuGelu", MakeGelu);
 NPU_REGISTER_KERNEL("NpuLayerNorm", MakeLayerNorm);
 
 }  // namespace

@@ -10,14 +10,12 @@ values in the backward pass: a pre-activation that ReluGrad or LeakyReluGrad rea
 value of its own, so the chain stops before the activation). All values share one float dtype,
 so a Cast (mixed precision) ends the chain.
 """
+from graph_engine import ops
 from graph_engine.compiler.passes.fusion.rewrite import Rewriter, is_float, is_scalar, other_input
 
 FUSED = {"Conv2D": "NpuFusedConv2D", "DepthwiseConv2dNative": "NpuFusedDepthwiseConv2D",
          "MatMul": "NpuFusedMatMul", "BatchMatMulV2": "NpuFusedBatchMatMul",
          "BatchMatMulV3": "NpuFusedBatchMatMul"}
-ACTIVATIONS = {"Relu": "Relu", "Relu6": "Relu6", "Elu": "Elu", "LeakyRelu": "LeakyRelu",
-               "Sigmoid": "Sigmoid", "Tanh": "Tanh"}
-ADDS = ("Add", "AddV2")
 
 
 def channel_axis(node, rank):
@@ -32,7 +30,7 @@ def _same(v, ref):
 
 def _bias(rw, node, cur):
     """(BiasAdd-like node, bias value) consuming `cur`, else (None, None)."""
-    user = rw.sole_user(cur, ("BiasAdd",) + ADDS)
+    user = rw.sole_user(cur, ("BiasAdd",) + ops.having("commutative_add"))
     if user is None:
         return None, None
     axis = channel_axis(node, len(cur.shape))
@@ -49,7 +47,7 @@ def _bias(rw, node, cur):
 
 
 def _residual(rw, cur):
-    user = rw.sole_user(cur, ADDS)
+    user = rw.sole_user(cur, ops.having("commutative_add"))
     r = other_input(user, cur) if user is not None else None
     if r is not None and _same(r, cur) and _same(user.outputs[0], cur):
         return user, r
@@ -61,8 +59,8 @@ def _activation(rw, cur):
     users = [n for n, _ in rw.uses(cur)]
     if len(users) == 1:
         n = users[0]
-        if n.op in ACTIVATIONS and _same(n.outputs[0], cur):
-            return [n], ACTIVATIONS[n.op], float(n.attr("alpha", 0.2)), n.outputs[0]
+        if ops.has(n.op, "epilogue") and _same(n.outputs[0], cur):
+            return [n], n.op, float(n.attr("alpha", 0.2)), n.outputs[0]
         if n.op == "NpuGelu" and _same(n.outputs[0], cur):
             return [n], "GeluTanh" if n.attr("approximate") else "GeluExact", 0.2, n.outputs[0]
     # Swish/SiLU: cur * Sigmoid(cur), Keras as cur * Sigmoid(1.0 * cur).

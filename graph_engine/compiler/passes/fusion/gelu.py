@@ -10,6 +10,7 @@ them, so training Gelus stay as they are).
 """
 import math
 
+from graph_engine import ops
 from graph_engine.compiler.passes.fusion.rewrite import (Rewriter, const_operand, internal_only,
                                                          is_float, operands, producer)
 
@@ -32,7 +33,7 @@ def _exact_erfc(v, x):
 
 def _one_plus(v, inner):
     """The nodes of 1 + inner(...): `inner(value)` returns its own nodes or None."""
-    add = producer(v, ("Add", "AddV2"))
+    add = producer(v, ops.having("commutative_add"))
     rest = const_operand(add, 1.0)
     nodes = inner(rest) if rest is not None else None
     return [add] + nodes if nodes else None
@@ -50,7 +51,7 @@ def _tanh_part(x):
     def inner(v):
         tanh = producer(v, "Tanh")
         scaled = producer(tanh.inputs[0], "Mul") if tanh else None
-        add = producer(const_operand(scaled, SQRT_2_PI), ("Add", "AddV2"))
+        add = producer(const_operand(scaled, SQRT_2_PI), ops.having("commutative_add"))
         pair = operands(add, lambda a: a is x)
         cube_mul = producer(pair[1], "Mul") if pair else None
         power = producer(const_operand(cube_mul, 0.044715), "Pow")

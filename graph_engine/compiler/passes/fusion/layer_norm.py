@@ -11,10 +11,10 @@ Any other outside consumer of an inner value keeps the subgraph as it is.
 """
 import numpy as np
 
+from graph_engine import ops
 from graph_engine.compiler.passes.fusion.rewrite import (Rewriter, internal_only, is_float,
                                                          operands, producer, scalar_value)
 
-ADDS = ("Add", "AddV2")
 
 
 def _last_axis_mean(v, x=None):
@@ -48,7 +48,7 @@ def match(out):
             pair = operands(mul_g, lambda v: producer(v, "Rsqrt") is not None)
             rsqrt, gamma = (pair[0].node, pair[1]) if pair else (producer(scale, "Rsqrt"), None)
             mul_g = mul_g if pair else None
-            add_eps = producer(rsqrt.inputs[0], ADDS) if rsqrt else None
+            add_eps = producer(rsqrt.inputs[0], ops.having("commutative_add")) if rsqrt else None
             pair = operands(add_eps, lambda v: scalar_value(v) is not None)
             var = _last_axis_mean(pair[1], None) if pair else None
             sqd = producer(var.inputs[0], "SquaredDifference") if var else None
@@ -57,7 +57,7 @@ def match(out):
             eps = scalar_value(pair[0])
             mean = _last_axis_mean(sqd.inputs[1] if sqd.inputs[0] is x else sqd.inputs[0], x)
             # shift = -mean * scale [+ beta]
-            add_b = producer(shift, ADDS)
+            add_b = producer(shift, ops.having("commutative_add"))
             pair = operands(add_b, lambda v: producer(v, "Mul") is not None and
                             any(producer(u, "Neg") for u in v.node.inputs))
             mul_m, beta = (pair[0].node, pair[1]) if pair else (producer(shift, "Mul"), None)
@@ -83,7 +83,7 @@ def run(c):
     rw = Rewriter(c)
     count = 0
     for node in c.graph.topo_order():
-        if node.op not in ADDS or node.name not in c.graph.nodes or not is_float(node.outputs[0]):
+        if not ops.has(node.op, "commutative_add") or node.name not in c.graph.nodes or not is_float(node.outputs[0]):
             continue
         m = match(node)
         if m is None or node.outputs[0].shape != m["x"].shape:

@@ -8,6 +8,7 @@ This is done when an input conversion then dies (sinking) or, for a single such 
 all readers wanted NC1HWC0 (hoisting the conversion out of their way), so the count never
 grows.
 """
+from graph_engine import ops
 from graph_engine.ops.formats import Format
 from graph_engine.compiler.passes.layout import support
 from graph_engine.compiler.passes.layout.insert_transdata import transdata
@@ -25,7 +26,7 @@ def _to_5hd(node):
 
 
 def _movable(node):
-    return ((node.op in support.LAYOUT_AGNOSTIC or node.op == "NpuElementwise")
+    return ((ops.has(node.op, "layout_agnostic") or node.op == "NpuElementwise")
             and not support.is_5hd(node) and support.can_run_5hd(node))
 
 

@@ -13,12 +13,6 @@ from graph_engine.ops.layout import c0
 MARK = "_npu_format"
 NC1HWC0, FRACTAL_Z = Format.NC1HWC0, Format.FRACTAL_Z
 
-# Elementwise kernels that run on NC1HWC0 storage as if it were ND (elementwise_5hd.cc).
-LAYOUT_AGNOSTIC = frozenset({
-    "Abs", "Add", "AddN", "AddV2", "Cast", "Elu", "Erf", "Exp", "Maximum", "Minimum", "Mul", "Neg",
-    "RealDiv", "Reciprocal", "Relu", "Relu6", "ReluGrad", "Relu6Grad", "Rsqrt", "Selu", "Sigmoid",
-    "SigmoidGrad", "Softplus", "Softsign", "Sqrt", "Square", "SquaredDifference", "Sub", "Tanh",
-    "TanhGrad", "LeakyRelu"})
 CONVOLUTIONS = frozenset({"Conv2D", "NpuFusedConv2D", "DepthwiseConv2dNative",
                           "NpuFusedDepthwiseConv2D"})
 POOLS = frozenset({"MaxPool", "AvgPool"})
@@ -90,7 +84,7 @@ def can_run_5hd(node):
         return (len(node.outputs) == 1 and _nhwc4(out)
                 and all(ins[i].shape == out.shape and c0(ins[i].dtype) == c0(out.dtype)
                         for i in data_positions(node)))
-    if op in LAYOUT_AGNOSTIC:
+    if ops.has(op, "layout_agnostic"):
         if len(node.outputs) != 1 or not _nhwc4(out):
             return False
         return all(_scalar(ins[i]) or _channels_match(ins[i], out.shape[-1], out.dtype)
@@ -112,7 +106,7 @@ def input_formats(node):
         return want
     if op == "BiasAdd":
         return {0: NC1HWC0, 1: None}
-    if op in LAYOUT_AGNOSTIC:
+    if ops.has(op, "layout_agnostic"):
         return {i: None if _scalar(node.inputs[i]) else NC1HWC0 for i in data_positions(node)}
     return {i: NC1HWC0 for i in data_positions(node)} if n else {}
 

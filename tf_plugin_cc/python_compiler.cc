@@ -1,4 +1,4 @@
-#include "compile_bridge.h"
+#include "python_compiler.h"
 
 #include <dlfcn.h>
 

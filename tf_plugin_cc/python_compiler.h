@@ -1,6 +1,7 @@
-// The plugin's one way to reach the graph-engine compiler (Python, behind npurtSetCompiler).
-#ifndef TF_PLUGIN_CC_COMPILE_BRIDGE_H_
-#define TF_PLUGIN_CC_COMPILE_BRIDGE_H_
+// The plugin's one way to reach the graph-engine compiler: Python code (npu_device's
+// compiler_bridge.py, the other end of this call) registered behind npurtSetCompiler.
+#ifndef TF_PLUGIN_CC_PYTHON_COMPILER_H_
+#define TF_PLUGIN_CC_PYTHON_COMPILER_H_
 
 #include <string>
 
@@ -17,4 +18,4 @@ absl::Status Compile(npurtCompileKind kind, const std::string& request, std::str
 
 }  // namespace npu_tf
 
-#endif  // TF_PLUGIN_CC_COMPILE_BRIDGE_H_
+#endif  // TF_PLUGIN_CC_PYTHON_COMPILER_H_

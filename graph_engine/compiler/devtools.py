@@ -1,4 +1,10 @@
-"""Helpers for tests that check the compiler and kernels against TensorFlow.
+"""Developer tools that check the compiler and kernels against TensorFlow: build eager op and
+cluster compile requests the way TF builds them, place a traced graph on the NPU as TF would,
+and run partitioned graphs (clusters through compile_model and the reference executor).
+
+The tests share them with the op-coverage report (npu_device/tools/op_coverage.py), the
+precision comparison (precision_compare.py) and the fuzzer (tools/fuzz). Nothing on the compile
+path imports this module.
 
     nd, inputs = op_request("Conv2D", {"input": x, "filter": w}, strides=[1, 1, 1, 1], padding="SAME")
     outputs = reference_executor.run(compile_model(nd.SerializeToString()), inputs)
@@ -97,10 +103,11 @@ def tf_make_tensor_proto(a):
     return tf.make_tensor_proto(np.asarray(a))
 
 
-def single_cluster(fn, args):
-    """Traces fn for `args`, places it on the NPU and partitions it; returns (the NpuGraphOp
-    node, its input arrays, [cluster output index per fetch]). CompileError unless it forms
-    exactly one cluster that produces every fetch."""
+def single_cluster(fn, args, options=None):
+    """Traces fn for `args`, places it on the NPU and partitions it with the compile options
+    `options` (None: the defaults); returns (the NpuGraphOp node, its input arrays, [cluster
+    output index per fetch]). CompileError unless it forms exactly one cluster that produces
+    every fetch."""
     import tensorflow as tf
     from tensorflow.core.framework import graph_pb2
 
@@ -110,7 +117,7 @@ def single_cluster(fn, args):
         *[tf.TensorSpec(np.shape(a), tf.as_dtype(np.asarray(a).dtype)) for a in args])
     fetches = [t.op.name for t in cf.outputs]
     gd = place(cf.graph.as_graph_def(), fetches=fetches)
-    out = graph_pb2.GraphDef.FromString(partition_graph(gd.SerializeToString()))
+    out = graph_pb2.GraphDef.FromString(partition_graph(gd.SerializeToString(), options))
     clusters = [n for n in out.node if n.op == "NpuGraphOp"]
     if len(clusters) != 1:
         raise CompileError(f"needs a function that forms one NPU cluster; it forms "
