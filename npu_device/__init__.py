@@ -26,6 +26,9 @@ from npu_device.precision import keep_dtype_scope  # noqa: E402
 from npu_device import keras_integration as _keras_integration  # noqa: E402
 
 _keras_integration.install()  # jit_compile="auto" must not route NPU models to XLA; loop sinking
+from npu_device import distribute as _distribute  # noqa: E402
+
+_distribute.install()  # MultiWorkerMirroredStrategy replicas on the NPUs
 from npu_device.keras_integration import set_npu_loop_size  # noqa: E402
 
 __version__ = "0.1.0"

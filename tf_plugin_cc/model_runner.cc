@@ -1,10 +1,12 @@
 #include "model_runner.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <list>
 #include <map>
 #include <mutex>
+#include <numeric>
 #include <unordered_map>
 
 #include "absl/strings/str_cat.h"
@@ -207,7 +209,12 @@ absl::Status RunModel(tensorflow::OpKernelContext* ctx, npu::CompiledModel& mode
     in_ptrs.push_back(inputs[i]->data());
   }
   std::vector<void*> out_ptrs;
-  std::vector<std::pair<Tensor*, Tensor>> host_outputs;  // (kernel output, device staging)
+  struct Staged {
+    Tensor* out;          // the kernel's output
+    Tensor staging;       // where the model writes it
+    npurtMemcpyKind kind;
+  };
+  std::vector<Staged> staged;
   for (size_t i = 0; i < out_desc.size(); ++i) {
     const npu::TensorDesc& d = out_desc[i];
     if (d.dtype != static_cast<int>(ctx->expected_output_dtype(i))) {
@@ -219,18 +226,30 @@ absl::Status RunModel(tensorflow::OpKernelContext* ctx, npu::CompiledModel& mode
     absl::Status s = tensorflow::TensorShape::BuildTensorShape(d.dims, &shape);
     if (!s.ok()) return s;
     Tensor* out = nullptr;
-    s = ctx->allocate_output(i, shape, &out);
+    if (ctx->output_expects_forwarding(i)) {
+      // A collective's merge op (CollectiveReduceV2 runs Add on the device) requires its
+      // output in the buffer of an input: TF reserves which one.
+      std::vector<int> candidates(ctx->num_inputs());
+      std::iota(candidates.begin(), candidates.end(), 0);
+      s = ctx->forward_input_or_allocate_output(candidates, i, shape, &out);
+    } else {
+      s = ctx->allocate_output(i, shape, &out);
+    }
     if (!s.ok()) return s;
     if (out->TotalBytes() != d.nbytes) {
       return absl::InternalError(absl::StrCat("compiled model '", model.name(), "' output ", i,
                                               " has ", d.nbytes, " bytes, expected ",
                                               out->TotalBytes()));
     }
-    if (ctx->output_memory_type(i) == tensorflow::HOST_MEMORY) {
-      host_outputs.emplace_back(out, Tensor());
-      s = ctx->allocate_temp(out->dtype(), shape, &host_outputs.back().second);
+    // The model writes into a staging buffer when the output lives in host memory, or when it
+    // is a forwarded input (a compiled model may read its inputs after writing an output).
+    const bool host = ctx->output_memory_type(i) == tensorflow::HOST_MEMORY;
+    const bool aliased = std::find(in_ptrs.begin(), in_ptrs.end(), out->data()) != in_ptrs.end();
+    if (host || aliased) {
+      staged.push_back({out, Tensor(), host ? NPURT_MEMCPY_DEVICE_TO_HOST : NPURT_MEMCPY_DEVICE_TO_DEVICE});
+      s = ctx->allocate_temp(out->dtype(), shape, &staged.back().staging);
       if (!s.ok()) return s;
-      out_ptrs.push_back(host_outputs.back().second.data());
+      out_ptrs.push_back(staged.back().staging.data());
     } else {
       out_ptrs.push_back(out->data());
     }
@@ -240,12 +259,11 @@ absl::Status RunModel(tensorflow::OpKernelContext* ctx, npu::CompiledModel& mode
   if (!s.ok()) return s;
   npu::Status ran = model.Run(stream, in_ptrs, out_ptrs);
   if (!ran.ok()) return ErrorStatus(absl::StrCat("running '", model.name(), "' on the NPU"), ran);
-  for (auto& [out, staging] : host_outputs) {
-    npurtError e = npurtMemcpy(out->data(), staging.data(), out->TotalBytes(),
-                               NPURT_MEMCPY_DEVICE_TO_HOST);
+  for (Staged& o : staged) {
+    npurtError e = npurtMemcpy(o.out->data(), o.staging.data(), o.out->TotalBytes(), o.kind);
     if (e != NPURT_SUCCESS) {
       return absl::InternalError(absl::StrCat("copying an output of '", model.name(),
-                                              "' to host memory: ", npurtGetLastErrorMessage()));
+                                              "' into place: ", npurtGetLastErrorMessage()));
     }
   }
   return absl::OkStatus();

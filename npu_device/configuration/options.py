@@ -361,12 +361,13 @@ ASCEND_NO_EFFECT = {
                          "kernel has one implementation (float32 compute)",
     "stream_max_parallel_num": "parallel AI CPU / AI Core streams; the simulated NPU runs a "
                                "graph's kernels in order on one stream",
-    "hcom_parallel": "overlaps HCCL all-reduce with computation; this backend has no "
-                     "collective communication",
-    "hcom_multi_mode": "HCCL multi-mode communication; this backend has no collective "
-                       "communication",
+    "hcom_parallel": "overlaps HCCL all-reduce with computation; collectives here are "
+                     "TensorFlow's, scheduled by TF (docs/distributed.md)",
+    "hcom_multi_mode": "HCCL multi-mode communication; collectives here are TensorFlow's "
+                       "(docs/distributed.md)",
     "is_tailing_optimization": "overlaps the last all-reduce of distributed training with the "
-                               "optimizer; this backend has no collective communication",
+                               "optimizer; collectives here are TensorFlow's, scheduled by TF "
+                               "(docs/distributed.md)",
     "op_debug_level": "debug builds of Ascend (TBE) operator binaries; the simulated kernels "
                       "are compiled C++",
     "op_debug_config": "debug builds of Ascend (TBE) operator binaries; the simulated kernels "
