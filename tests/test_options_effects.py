@@ -297,7 +297,8 @@ def test_ascend_options_without_effect_are_accepted_with_one_warning():
     """, timeout=TIMEOUT))
     warnings = [l for l in result.stderr.splitlines() if "has no effect on this backend" in l]
     assert len(warnings) == 3, warnings             # one per name, however often it is set
-    assert any("'hcom_parallel'" in w and "collective communication" in w for w in warnings)
+    assert any("'hcom_parallel'" in w and "collectives here are TensorFlow's" in w
+               for w in warnings)
 
 
 def test_every_ascend_name_without_effect_is_documented_with_its_reason():

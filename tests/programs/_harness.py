@@ -116,10 +116,6 @@ def run_program(name, cpu_only=False):
 
     npu_device.set_npu_config(
         precision_mode=getattr(module, "NPU_PRECISION_MODE", DEFAULT_PRECISION_MODE))
-    if result["compile_stats_available"]:
-        # Signatures per cluster are counted process-wide: a cluster another test compiled
-        # (the same Keras graph) must not count against this program's bound.
-        npu_device.compile_stats(reset=True)
     stats_before = _compile_stats()
     runs_before = npu_device.counters()["models_run"]
     t = time.perf_counter()
