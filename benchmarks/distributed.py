@@ -7,7 +7,8 @@ configuration in its own process (device counts are fixed before TensorFlow star
 
 Per row: the median wall time of a synchronous training step (per-replica batch fixed, so the
 global batch grows with the replicas), the bytes one step all-reduces (the gradients) and the
-median time of that all-reduce alone (the same tensors through strategy.reduce on the replicas),
+median time of that all-reduce alone (tensors of the gradients' shapes, made on each replica,
+through ReplicaContext.all_reduce),
 and the scaling efficiency: throughput with N replicas / (N x throughput with one). All replicas
 share this machine's cores, so efficiency measures the overhead of replication and collectives,
 not the speed-up separate NPUs would give.
@@ -66,14 +67,18 @@ def step(xb, yb):
         return loss
     return strategy.reduce("SUM", strategy.run(replica, args=(xb, yb)), axis=None)
 
-grads = [tf.zeros_like(v) for v in model.trainable_variables]
+shapes = [tuple(v.shape) for v in model.trainable_variables]
 reduce_bytes = sum(int(np.prod(v.shape)) * tf.as_dtype(v.dtype).size for v in model.trainable_variables)
 
 @tf.function
 def all_reduce():
     def replica():
+        # gradient-shaped values made on each replica's own device (a captured tensor would
+        # be copied to every replica first, and that copy would be timed too)
         ctx = tf.distribute.get_replica_context()
-        return ctx.all_reduce("SUM", [tf.identity(g) for g in grads])
+        reduced = ctx.all_reduce("SUM", [tf.fill(s, 1.0) for s in shapes])
+        # one element of each result: fetching all of them would time host copies instead
+        return tf.reduce_sum(tf.stack([tf.reshape(r, [-1])[0] for r in reduced]))
     return strategy.run(replica)
 
 def median(fn, *args):
