@@ -31,6 +31,7 @@ BOOL = (dt.DT_BOOL,)
 INDEX = INT                          # Tidx, Tshape, out_type ...: index types
 
 _REGISTRY = {}
+_HAVING = {}                 # trait -> having(trait)
 
 
 class Op:
@@ -114,6 +115,7 @@ def register(cls):
     if cls.name in _REGISTRY:
         raise ValueError(f"op {cls.name} registered twice")
     _REGISTRY[cls.name] = cls()
+    _HAVING.clear()
     return cls
 
 
@@ -130,8 +132,12 @@ def has(op_type, trait):
 
 
 def having(trait):
-    """The names (a sorted tuple) of the registered ops, internal ones included, with `trait`."""
-    return tuple(name for name, op in sorted(_REGISTRY.items()) if getattr(op, trait))
+    """The names (a sorted tuple) of the registered ops, internal ones included, with `trait`.
+    Passes ask per node, so the answer is kept until the next register()."""
+    if trait not in _HAVING:
+        _HAVING[trait] = tuple(name for name, op in sorted(_REGISTRY.items())
+                               if getattr(op, trait))
+    return _HAVING[trait]
 
 
 def registered():

@@ -43,6 +43,15 @@ constexpr double kSeluAlpha = 1.6732632423543772848170429916717;
 // math results depend on the input element only, so the split changes nothing).
 constexpr int64_t kBlockScratch = 256;
 
+// Calls piece(x, y, m, scratch) for consecutive pieces of at most kBlockScratch elements, with a
+// stack scratch array of that size (the transcendental Blocks below).
+template <class T, class Piece>
+void InScratchPieces(const T* x, T* y, int64_t n, Piece piece) {
+  T scratch[kBlockScratch];
+  for (int64_t s = 0; s < n; s += kBlockScratch)
+    piece(x + s, y + s, n - s < kBlockScratch ? n - s : kBlockScratch, scratch);
+}
+
 // A functor constructed from the op's parameter when it takes one.
 template <class F>
 F Make(double param) {
@@ -263,12 +272,10 @@ struct EluBase {
   static constexpr int kCost = 12;
   template <class T> static void Block(const T* x, T* y, int64_t n) {
     const T pos = kSelu ? T(kSeluScale) : T(1), neg = kSelu ? T(kSeluScale * kSeluAlpha) : T(1);
-    T e[kBlockScratch];
-    for (int64_t s = 0; s < n; s += kBlockScratch) {
-      const int64_t m = n - s < kBlockScratch ? n - s : kBlockScratch;
-      VecMath(VecFn::kExpm1, x + s, e, m);
-      for (int64_t i = 0; i < m; ++i) y[s + i] = x[s + i] > T(0) ? pos * x[s + i] : neg * e[i];
-    }
+    InScratchPieces(x, y, n, [&](const T* x, T* y, int64_t m, T* e) {
+      VecMath(VecFn::kExpm1, x, e, m);
+      for (int64_t i = 0; i < m; ++i) y[i] = x[i] > T(0) ? pos * x[i] : neg * e[i];
+    });
   }
 };
 struct Elu : EluBase<0> {
@@ -280,14 +287,12 @@ struct Selu : EluBase<1> {};
 struct Softplus {
   static constexpr int kCost = 20;
   template <class T> static void Block(const T* x, T* y, int64_t n) {
-    T t[kBlockScratch];
-    for (int64_t s = 0; s < n; s += kBlockScratch) {
-      const int64_t m = n - s < kBlockScratch ? n - s : kBlockScratch;
-      for (int64_t i = 0; i < m; ++i) t[i] = -std::abs(x[s + i]);
+    InScratchPieces(x, y, n, [](const T* x, T* y, int64_t m, T* t) {
+      for (int64_t i = 0; i < m; ++i) t[i] = -std::abs(x[i]);
       VecMath(VecFn::kExp, t, t, m);
       VecMath(VecFn::kLog1p, t, t, m);
-      for (int64_t i = 0; i < m; ++i) y[s + i] = (x[s + i] > T(0) ? x[s + i] : T(0)) + t[i];
-    }
+      for (int64_t i = 0; i < m; ++i) y[i] = (x[i] > T(0) ? x[i] : T(0)) + t[i];
+    });
   }
 };
 
@@ -295,12 +300,10 @@ struct Softplus {
 struct Swish {
   static constexpr int kCost = 13;
   template <class T> static void Block(const T* x, T* y, int64_t n) {
-    T s[kBlockScratch];
-    for (int64_t b = 0; b < n; b += kBlockScratch) {
-      const int64_t m = n - b < kBlockScratch ? n - b : kBlockScratch;
-      VecMath(VecFn::kSigmoid, x + b, s, m);
-      for (int64_t i = 0; i < m; ++i) y[b + i] = x[b + i] * s[i];
-    }
+    InScratchPieces(x, y, n, [](const T* x, T* y, int64_t m, T* s) {
+      VecMath(VecFn::kSigmoid, x, s, m);
+      for (int64_t i = 0; i < m; ++i) y[i] = x[i] * s[i];
+    });
   }
 };
 
