@@ -58,7 +58,7 @@ setup(
     cmdclass={"build_ext": CMakeBuild},
     python_requires=">=3.10",
     install_requires=["tensorflow==2.21.*", "numpy", "absl-py", "tensorflow-serving-api==2.21.*",
-                      "cheroot>=10"],
+                      "cheroot>=10", "scipy"],
     extras_require={"test": ["pytest"]},
     entry_points={"console_scripts": [
         "npu-atc=npu_device.serving.atc:main",

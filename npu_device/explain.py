@@ -13,6 +13,7 @@ compiled model's kernel list. Compiles that other threads run at the same time a
 """
 import collections
 import dataclasses
+import functools
 
 from npu_device import compiler_bridge
 
@@ -47,7 +48,7 @@ class GraphExplanation:
                 lines.append(f"    runs on CPU (cannot compile): {f.message}")
         rows = [(n.node, n.op, PLACEMENT_TEXT.get(n.placement, n.placement.upper())
                  + (f" [{n.cluster}]" if n.cluster and n.placement == "npu" else ""),
-                 n.reason or "") for n in r.nodes]
+                 _why(n)) for n in r.nodes]
         header = ("node", "op", "runs on", "why")
         widths = [max(len(str(row[i])) for row in rows + [header]) for i in range(3)]
         for row in [header] + rows:
@@ -101,6 +102,23 @@ class Explanation:
         return "\n".join(parts)
 
     __repr__ = __str__
+
+
+def _why(node):
+    """The partitioner's reason; for an op the plugin runs with its own NPU kernel (variable
+    updates, ops whose output shape depends on values) the graph engine has no class, which
+    is not a fallback."""
+    if node.placement == "npu_unclustered" and node.op in _plugin_kernels():
+        return "runs as its own NPU kernel (not a graph-engine op: no clusters)"
+    return node.reason or ""
+
+
+@functools.lru_cache(maxsize=1)
+def _plugin_kernels():
+    from tensorflow.python.framework import kernels
+    from graph_engine import ops
+    return frozenset(k.op for k in kernels.get_all_registered_kernels().kernel
+                     if k.device_type == "NPU" and ops.get(k.op) is None)
 
 
 def _revisit(report, seen):

@@ -22,7 +22,7 @@ from graph_engine.ops import dtypes as gdt
 from graph_engine.compiler import reference_executor
 from graph_engine.compiler.compile import compile_model
 from graph_engine.compiler.devtools import op_request
-from npu_device.tools import op_cases, op_coverage
+from npu_device.tools import cases, op_cases, op_coverage
 
 
 
@@ -31,7 +31,10 @@ def _tf(op, inputs, attrs):
     return [np.asarray(t) for t in (out if isinstance(out, (list, tuple)) else [out])]
 
 
-@pytest.mark.parametrize("case", op_cases.CASES, ids=[f"{i}-{c[0]}" for i, c in enumerate(op_cases.CASES)])
+_GE_CASES = [c for c in cases.all_cases() if ops.get(c[0]) is not None]   # plugin kernels have no numpy reference
+
+
+@pytest.mark.parametrize("case", _GE_CASES, ids=[f"{i}-{c[0]}" for i, c in enumerate(_GE_CASES)])
 def test_reference_matches_tensorflow(case):
     op, inputs, attrs = case
     want = _tf(op, inputs, attrs)
@@ -42,9 +45,18 @@ def test_reference_matches_tensorflow(case):
         nd, model_inputs = op_request(op, inputs, **attrs)
         got = reference_executor.run(compile_model(nd.SerializeToString()), model_inputs)
     assert len(got) == len(want)
-    for g, w in zip(got, want):
+    for i, (g, w) in enumerate(zip(got, want)):
         assert g.shape == w.shape and g.dtype == w.dtype, (g.shape, g.dtype, w.shape, w.dtype)
-        np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=1e-5, atol=1e-5)
+        if i in _SIGN_FREE_COLUMNS.get(op, ()):
+            # numpy's LAPACK and TF's Eigen may pick opposite signs for a singular vector or an
+            # eigenvector (both right); the NPU kernels use Eigen, so the sweep checks the signs
+            g, w = np.abs(g), np.abs(w)
+        # a narrow result TF accumulates in its own dtype (CropAndResizeGradImage): its rounding
+        tol = op_coverage.TOLERANCE.get(str(w.dtype), (1e-5,))[0] if w.dtype.itemsize == 2 else 1e-5
+        np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=tol, atol=tol)
+
+
+_SIGN_FREE_COLUMNS = {"Svd": (1, 2), "SelfAdjointEigV2": (1,)}   # output positions
 
 
 def test_every_added_op_has_a_case():
@@ -62,14 +74,17 @@ def test_every_added_op_has_a_case():
     assert added - {c[0] for c in op_cases.CASES} == set()
 
 
-def test_registry_covers_at_least_150_ops():
-    assert len(ops.registered()) >= 150, len(ops.registered())
+def test_at_least_400_tf_ops_run_on_the_npu():
+    # graph-engine ops and the plugin's own kernels (variable updates, data-dependent shapes)
+    assert len(op_coverage.npu_ops()) >= 400, len(op_coverage.npu_ops())
 
 
-def test_sweep_every_op_and_dtype_on_npu():
-    results = op_coverage.sweep()
-    swept = {r.op for r in results}
-    assert set(ops.registered()) - swept <= op_coverage.EAGER_LESS
+@pytest.mark.parametrize("op", [o for o in op_coverage.npu_ops() if o not in op_coverage.EAGER_LESS])
+def test_sweep_on_npu(op):
+    """Every TF op with an NPU kernel (the plugin's own, variable updates ..., included), every
+    dtype it claims, forward and gradient, against TF on the CPU."""
+    results = op_coverage.sweep({op})
+    assert results, f"{op} has an NPU kernel but no case in the sweep"
     failures = [r for r in results if r.failed]
     assert not failures, "\n".join(f"{r.op} {r.dtype}: {r.forward}; {r.gradient}" for r in failures)
     # "skipped" is for runs TF on the CPU has no reference for, even in op_cases.tf_cpu_op's
@@ -77,9 +92,11 @@ def test_sweep_every_op_and_dtype_on_npu():
     unchecked = [r for r in results if r.skipped]
     assert not unchecked, "no TF reference for:\n" + "\n".join(
         f"{r.op} {r.dtype}: {r.forward}; {r.gradient}" for r in unchecked)
-    # the markdown lists every registered op
-    text = op_coverage.markdown(results)
-    assert all(f"| {name} |" in text for name in ops.registered())
+
+
+def test_coverage_table_lists_every_op():
+    text = op_coverage.markdown([])
+    assert all(f"| {name} |" in text or f"| {name} (plugin) |" in text for name in op_coverage.npu_ops())
 
 
 @pytest.mark.parametrize("op,inputs,attrs,message", [

@@ -28,6 +28,20 @@ extern "C" __attribute__((visibility("default"))) void TF_InitKernel() {
                   "embedding lookups and sparse updates of NPU variables cannot be placed: "
                << s.message();
   }
+  int training_ops = 0;
+  s = npu_tf::RegisterTrainingKernels(&training_ops);
+  if (!s.ok()) {
+    LOG(ERROR) << "NPU plugin: no NPU kernels for the optimizer updates (ResourceApply*), so "
+                  "optimizers cannot update NPU variables: "
+               << s.message();
+  }
+  int dynamic_shape_ops = 0;
+  s = npu_tf::RegisterDynamicShapeKernels(&dynamic_shape_ops);
+  if (!s.ok()) {
+    LOG(ERROR) << "NPU plugin: no NPU kernels for the ops with value-dependent output shapes "
+                  "(Where, Unique, Segment* ...), so they run on CPU: "
+               << s.message();
+  }
   int variable_ops = 0;
   s = npu_tf::RegisterVariableKernels(&variable_ops);
   if (!s.ok()) {
@@ -35,6 +49,12 @@ extern "C" __attribute__((visibility("default"))) void TF_InitKernel() {
                   "variable_memory_max_size cannot be enforced: "
                << s.message();
   }
+  int sparse_ops = 0;
+  s = npu_tf::RegisterSparseKernels(&sparse_ops);
+  if (!s.ok()) {
+    LOG(ERROR) << "NPU plugin: no NPU kernels for SparseSlice(Grad), so they run on CPU: "
+               << s.message();
+  }
   VLOG(1) << "NPU plugin: registered NpuGraphOp, " << registered << " per-op kernels and "
-          << resource_ops + variable_ops << " resource-variable ops";
+          << resource_ops + variable_ops + training_ops << " resource-variable ops";
 }

@@ -22,6 +22,15 @@ absl::Status RegisterEagerKernels(int* registered);
 // (resource_ops.cc). Returns how many ops got kernels.
 absl::Status RegisterResourceKernels(int* registered);
 
+// NPU kernels for the optimizer updates of resource variables, ResourceApply* and
+// ResourceSparseApply* (training_ops.cc). Returns how many ops got kernels.
+absl::Status RegisterTrainingKernels(int* registered);
+
+// NPU kernels for the ops whose output shape depends on input values: Where, Unique*,
+// DynamicPartition, DynamicStitch, ListDiff, Segment*, SparseSegment*, NonMaxSuppression*
+// (dynamic_shape_ops.cc). Returns how many ops got kernels.
+absl::Status RegisterDynamicShapeKernels(int* registered);
+
 // AlreadyExists naming the first of `ops` that has an NPU kernel already (registered by another
 // copy of the plugin, or by the graph engine's op table): a second one would make TF's kernel
 // lookup ambiguous (resource_ops.cc).
@@ -30,6 +39,10 @@ absl::Status CheckNoNpuKernels(absl::Span<const char* const> ops);
 // NPU kernels for AssignVariableOp, AssignAddVariableOp and AssignSubVariableOp that account
 // variable memory (variable_ops.cc). Returns how many ops got kernels.
 absl::Status RegisterVariableKernels(int* registered);
+
+// NPU kernels for the sparse ops whose output size depends on the values: SparseSlice and
+// SparseSliceGrad (sparse_ops.cc). Returns how many ops got kernels.
+absl::Status RegisterSparseKernels(int* registered);
 
 }  // namespace npu_tf
 

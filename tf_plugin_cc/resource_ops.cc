@@ -34,6 +34,7 @@
 #include "npurt/npurt.h"
 #include "registration.h"
 #include "model_runner.h"
+#include "variable_access.h"
 #include "variable_ops.h"
 #include "tensorflow/c/kernels.h"
 #include "tensorflow/c/tf_status.h"
@@ -80,57 +81,6 @@ using tensorflow::Var;
 using CPUDevice = Eigen::ThreadPoolDevice;
 using ScatterOp = tensorflow::scatter_op::UpdateOp;
 using ScatterNdOp = tensorflow::scatter_nd_op::UpdateOp;
-
-// A new buffer with the contents of `src`, for copy-on-write. int32 values live in host memory
-// on the NPU (TF's convention for non-CPU devices), everything else in device memory.
-absl::Status CopyOf(OpKernelContext* ctx, const Tensor& src, Tensor* dst) {
-  tensorflow::AllocatorAttributes attr;
-  if (src.dtype() == tensorflow::DT_INT32) attr.set_on_host(true);
-  TF_RETURN_IF_ERROR(ctx->allocate_temp(src.dtype(), src.shape(), dst, attr));
-  // A real NPU: a device-to-device copy on the stream.
-  if (src.TotalBytes() > 0) std::memcpy(dst->data(), src.data(), src.TotalBytes());
-  return absl::OkStatus();
-}
-
-// TF's EnsureSparseVariableAccess (training_op_helpers.h): before the first sparse access the
-// variable switches to copy-on-read mode (reads copy the buffer instead of aliasing it), and a
-// buffer that a reader still shares is copied first, so that reader keeps its value.
-absl::Status EnsureSparseVariableAccess(OpKernelContext* ctx, Var* var) {
-  if (var->copy_on_read_mode.load()) return absl::OkStatus();
-  tsl::mutex_lock ml(*var->mu());
-  if (var->copy_on_read_mode.load()) return absl::OkStatus();
-  if (var->tensor()->RefCountIsOne()) {
-    var->copy_on_read_mode.store(true);
-    return absl::OkStatus();
-  }
-  TF_RETURN_IF_ERROR(SyncComputeStream(ctx));
-  Tensor tmp;
-  TF_RETURN_IF_ERROR(CopyOf(ctx, *var->tensor(), &tmp));
-  TF_RETURN_IF_ERROR(HoldVariableBuffer(ctx, tensorflow::HandleFromInput(ctx, 0).name(),
-                                        *var->tensor(), tmp));
-  *var->tensor() = tmp;
-  var->copy_on_read_mode.store(true);
-  return absl::OkStatus();
-}
-
-// TF's PrepareToUpdateVariable for a sparse write (REQUIRES: *var->mu() held exclusively):
-// a buffer still shared with a reader is copied before it is written.
-absl::Status PrepareToUpdateVariable(OpKernelContext* ctx, Var* var) {
-  if (var->tensor()->RefCountIsOne()) return absl::OkStatus();
-  Tensor tmp;
-  TF_RETURN_IF_ERROR(CopyOf(ctx, *var->tensor(), &tmp));
-  TF_RETURN_IF_ERROR(HoldVariableBuffer(ctx, tensorflow::HandleFromInput(ctx, 0).name(),
-                                        *var->tensor(), tmp));
-  *var->tensor() = tmp;
-  return absl::OkStatus();
-}
-
-absl::Status CheckVariableDtype(const Tensor& params, DataType expected) {
-  if (params.dtype() == expected) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      "Trying to read variable with wrong dtype. Expected ", DataTypeString(params.dtype()),
-      " got ", DataTypeString(expected)));
-}
 
 // ---------------------------------------------------------------------------------------------
 // ResourceGather: output = params.shape[:batch_dims] + indices.shape[batch_dims:] +

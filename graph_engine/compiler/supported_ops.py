@@ -29,6 +29,7 @@ import sys
 
 from graph_engine import ops
 from graph_engine.ops import fused
+from graph_engine.ops.base import COMPLEX
 
 PATH = os.path.join(os.path.dirname(ops.__file__), "supported_ops.json")
 TRAITS_PATH = os.path.join(os.path.dirname(ops.__file__), "op_traits.inc")
@@ -45,8 +46,8 @@ def _tf_default_kernels(op_name):
     from tensorflow.python.framework import kernels
     combos = []
     for k in kernels.get_registered_kernels_for_op(op_name).kernel:
-        if k.device_type != "DEFAULT":
-            continue
+        if k.device_type != "DEFAULT" or k.label:   # a labelled kernel (DataFormatDimMap's
+            continue                                 # "host") serves only nodes asking for it
         combo = {c.name: _enum_name(c.allowed_values.list.type[0]) for c in k.constraint
                  if len(c.allowed_values.list.type) == 1}
         if combo not in combos:
@@ -114,7 +115,8 @@ _TRAITS_HEADER = f"""\
 
 # elementwise.h's type sets, by the dtypes an op allows for its attr T
 _TYPE_SETS = {ops.FLOAT: "kReal", ops.NUMBER: "kNumeric", ops.ALL: "kAllTypes", ops.INT: "kInts",
-              (): "kBools"}
+              (): "kBools", ops.FLOAT + COMPLEX: "kRealComplex",
+              ops.NUMBER + COMPLEX: "kNumericComplex"}
 _INT_CHECKS = {None: "kNone", "nonzero_rhs": "kNonZeroRhs",
                "nonzero_rhs_truncate": "kNonZeroRhsTruncate", "nonnegative_rhs": "kNonNegativeRhs"}
 

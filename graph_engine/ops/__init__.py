@@ -10,8 +10,10 @@
 supported_ops.json in this folder is generated from it (python -m graph_engine.compiler.supported_ops)
 and read by the TF plugin to register NPU kernels.
 """
-from graph_engine.ops import (array, conv, conv3d, einsum, elementwise, extra_math, fused, fused_elementwise, identity, layout, matmul,  # noqa: F401
-                              mirror_pad, nn, pool, pool3d, random, reduction, resize, scan, scatter, shape)
+from graph_engine.ops import (array, array_extra, conv, conv3d, einsum, elementwise, extra_math, fft,  # noqa: F401
+                              fused, fused_elementwise, identity, image, layout, linalg, matmul, mirror_pad,
+                              nn, nn_extra, pool, pool3d, random, reduction, resize, scan, scatter, segment,
+                              shape, sparse, special)
 from graph_engine.ops.base import (ALL, FLOAT, INDEX, INT, NUMBER, Op, evaluate, get, has, having,
                                    internal, registered)
 

@@ -5,7 +5,7 @@ import math
 import numpy as np
 
 from graph_engine.ops import dtypes as dt
-from graph_engine.ops.base import ALL, INDEX, NUMBER, Op, norm_axis, register, scalar, view_of
+from graph_engine.ops.base import ALL, COMPLEX, INDEX, NUMBER, Op, norm_axis, register, scalar, view_of
 
 
 def _ints(v):
@@ -24,7 +24,7 @@ def _new_axis(axis, rank, what):
 class Reshape(Op):
     mixlist = "gray"
     reshapes = True
-    type_attrs = {"T": ALL, "Tshape": INDEX}
+    type_attrs = {"T": ALL + COMPLEX, "Tshape": INDEX}
     const_inputs = ("shape",)
 
     def shapes(self, shapes, attrs):
@@ -271,7 +271,7 @@ def _strided_shape(shape, attrs):
 @register
 class StridedSlice(Op):
     mixlist = "gray"
-    type_attrs = {"T": ALL, "Index": INDEX}
+    type_attrs = {"T": ALL + COMPLEX, "Index": INDEX}      # complex64: FFT gradients
     const_inputs = ("begin", "end", "strides")
 
     def shapes(self, shapes, attrs):
@@ -285,7 +285,7 @@ class StridedSlice(Op):
 class StridedSliceGrad(Op):
     """dy scattered into zeros of the forward input's shape."""
     mixlist = "gray"
-    type_attrs = {"T": ALL, "Index": INDEX}
+    type_attrs = {"T": ALL + COMPLEX, "Index": INDEX}
     const_inputs = ("shape", "begin", "end", "strides")
 
     def shapes(self, shapes, attrs):
@@ -341,7 +341,7 @@ class OnesLike(ZerosLike):
 @register
 class Tile(Op):
     mixlist = "gray"
-    type_attrs = {"T": ALL, "Tmultiples": INDEX}
+    type_attrs = {"T": ALL + COMPLEX, "Tmultiples": INDEX}
     const_inputs = ("multiples",)
 
     def shapes(self, shapes, attrs):
@@ -357,7 +357,7 @@ class Tile(Op):
 @register
 class BroadcastTo(Op):
     mixlist = "gray"
-    type_attrs = {"T": ALL, "Tidx": INDEX}
+    type_attrs = {"T": ALL + COMPLEX, "Tidx": INDEX}
     const_inputs = ("shape",)
 
     def shapes(self, shapes, attrs):

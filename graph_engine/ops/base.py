@@ -28,6 +28,7 @@ INT = (dt.DT_INT32, dt.DT_INT64)
 NUMBER = FLOAT + INT
 ALL = NUMBER + (dt.DT_BOOL,)
 BOOL = (dt.DT_BOOL,)
+COMPLEX = (dt.DT_COMPLEX64,)         # only where FFT gradients need it (graph_engine/ops/fft.py)
 INDEX = INT                          # Tidx, Tshape, out_type ...: index types
 
 _REGISTRY = {}

@@ -4,8 +4,8 @@ floor."""
 import numpy as np
 
 from graph_engine.ops import dtypes as dt
-from graph_engine.ops.base import (ALL, FLOAT, INT, NUMBER, Op, broadcast, check_same_shapes,
-                                   register)
+from graph_engine.ops.base import (ALL, COMPLEX, FLOAT, INT, NUMBER, Op, broadcast,
+                                   check_same_shapes, register)
 
 
 class Unary(Op):
@@ -77,7 +77,7 @@ def trunc_div(x, y):
 class Neg(Unary):
     mixlist = "gray"
     fusible = integer_math = layout_agnostic = True
-    type_attrs = {"T": NUMBER}
+    type_attrs = {"T": NUMBER + COMPLEX}          # complex64: FFT gradients (ops/fft.py)
     fn = np.negative
 
 @register
@@ -104,6 +104,7 @@ class Square(Unary):
 class Exp(Unary):
     mixlist = "black"
     fusible = layout_agnostic = True
+    type_attrs = {"T": FLOAT + COMPLEX}             # complex64: RFFT2D's gradient
     fn = np.exp
 
 @register
@@ -134,6 +135,7 @@ class Rsqrt(Unary):
 class Reciprocal(Unary):
     mixlist = "black"
     fusible = layout_agnostic = True
+    type_attrs = {"T": FLOAT + COMPLEX}
     fn = staticmethod(lambda x: 1 / x)
 
 @register
@@ -175,6 +177,7 @@ class LogicalNot(Unary):
 class AddV2(Binary):
     mixlist = "gray"
     fusible = integer_math = layout_agnostic = commutative_add = True
+    type_attrs = {"T": NUMBER + COMPLEX}
     functor = "Add"
     fn = np.add
 
@@ -188,12 +191,14 @@ class Add(Binary):
 class Sub(Binary):
     mixlist = "gray"
     fusible = integer_math = layout_agnostic = True
+    type_attrs = {"T": NUMBER + COMPLEX}
     fn = np.subtract
 
 @register
 class Mul(Binary):
     mixlist = "gray"
     fusible = integer_math = layout_agnostic = True
+    type_attrs = {"T": NUMBER + COMPLEX}
     fn = np.multiply
 # As TF on CPU (and the kernels): NaN in either operand gives NaN; of two equal values (-0, +0)
 # the second.
@@ -219,7 +224,7 @@ class SquaredDifference(Binary):
 class RealDiv(Binary):
     mixlist = "black"
     fusible = layout_agnostic = True
-    type_attrs = {"T": FLOAT}
+    type_attrs = {"T": FLOAT + COMPLEX}
     fn = np.true_divide
 
 
@@ -248,7 +253,7 @@ class Div(Binary):
 @register
 class DivNoNan(Binary):
     fusible = True
-    type_attrs = {"T": FLOAT}
+    type_attrs = {"T": FLOAT + COMPLEX}
 
     @staticmethod
     def fn(x, y):
@@ -375,7 +380,7 @@ class AddN(Op):
     mixlist = "gray"
     fusible = layout_agnostic = True
     arity = -1
-    type_attrs = {"T": NUMBER}
+    type_attrs = {"T": NUMBER + COMPLEX}             # complex64: gradients summed in FFT graphs
 
     def shapes(self, shapes, attrs):
         if any(s != shapes[0] for s in shapes):
@@ -411,7 +416,7 @@ def float_to_int(x, dst):
 class Cast(Op):
     fusible = integer_math = layout_agnostic = True
     arity = 1
-    type_attrs = {"SrcT": ALL, "DstT": ALL}
+    type_attrs = {"SrcT": ALL + COMPLEX, "DstT": ALL + COMPLEX}
 
     def shapes(self, shapes, attrs):
         return [shapes[0]]
@@ -420,6 +425,8 @@ class Cast(Op):
         x, dst = xs[0], dt.numpy_dtype(attrs["DstT"])
         if dst == np.bool_:
             return x != 0
+        if np.iscomplexobj(x) and dst.kind != "c":
+            x = x.real                       # complex to real keeps the real part, as TF
         if np.issubdtype(dst, np.integer) and np.issubdtype(x.dtype, np.floating):
             return float_to_int(x, dst)
         return x.astype(dst)

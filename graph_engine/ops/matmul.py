@@ -2,7 +2,7 @@
 float32 accumulation (the reference widens to float32 and rounds on store, like the kernels)."""
 import numpy as np
 
-from graph_engine.ops.base import FLOAT, INT, Op, broadcast, register
+from graph_engine.ops.base import COMPLEX, FLOAT, INT, Op, broadcast, register
 
 
 def _matmul_shape(a, b, ta, tb, what):
@@ -37,9 +37,10 @@ class MatMul(Op):
 
 @register
 class BatchMatMulV2(Op):
-    """Batched matmul; batch dimensions broadcast. adj_x/adj_y transpose (real types)."""
+    """Batched matmul; batch dimensions broadcast. adj_x/adj_y: conjugate transposes (complex64:
+    RFFT2D's gradient; kernel in runtime/kernels/complex.cc)."""
     mixlist = "white"
-    type_attrs = {"T": FLOAT + INT}
+    type_attrs = {"T": FLOAT + INT + COMPLEX}
 
     def shapes(self, shapes, attrs):
         a, b = shapes
@@ -52,7 +53,8 @@ class BatchMatMulV2(Op):
         return [batch + (m, n)]
 
     def compute(self, xs, attrs):
-        return np.matmul(_t(xs[0], attrs.get("adj_x")), _t(xs[1], attrs.get("adj_y")))
+        adj = lambda x, flag: np.conj(_t(x, flag)) if flag else x
+        return np.matmul(adj(xs[0], attrs.get("adj_x")), adj(xs[1], attrs.get("adj_y")))
 
 
 @register

@@ -1,7 +1,7 @@
 """Activations and their gradients, softmax, cross-entropy losses, BiasAdd/BiasAddGrad."""
 import numpy as np
 
-from graph_engine.ops.base import FLOAT, INT, NUMBER, Op, broadcast, check_same_shapes, register
+from graph_engine.ops.base import COMPLEX, FLOAT, INT, NUMBER, Op, broadcast, check_same_shapes, register
 from graph_engine.ops.elementwise import Binary, Gradient, Unary
 
 
@@ -136,8 +136,8 @@ class SqrtGrad(Gradient):
 @register
 class ReciprocalGrad(Gradient):
     fusible = True
-    type_attrs = {"T": FLOAT}
-    fn = staticmethod(lambda y, dy: _zero_if_no_grad(dy, -dy * y * y))
+    type_attrs = {"T": FLOAT + COMPLEX}         # complex64: -dy * conj(y)^2, as TF
+    fn = staticmethod(lambda y, dy: _zero_if_no_grad(dy, -dy * np.conj(y) * np.conj(y)))
 
 @register
 class SoftplusGrad(Gradient):

@@ -2,7 +2,7 @@
 import numpy as np
 
 from graph_engine.ops import dtypes as dt
-from graph_engine.ops.base import INDEX, NUMBER, Op, norm_axis, register, scalar
+from graph_engine.ops.base import COMPLEX, INDEX, NUMBER, Op, norm_axis, register, scalar
 
 
 def _axes(attrs, rank):
@@ -33,6 +33,7 @@ class Reduce(Op):
 @register
 class Sum(Reduce):
     mixlist = "black"
+    type_attrs = {"T": NUMBER + COMPLEX, "Tidx": INDEX}     # complex64: FFT gradients
     fn = staticmethod(lambda x, a, k: np.sum(x, axis=a, keepdims=k, dtype=x.dtype))
 
 

@@ -42,6 +42,8 @@ def tf_cpu_op(op_type, inputs, attrs):
       backprops are the tape's gradients of that forward (it is linear in each argument).
     """
     with tf.device(CPU):
+        if op_type.startswith("FusedBatchNorm"):
+            return _batch_norm(op_type, inputs, attrs)
         if op_type not in _WINDOWED:
             return getattr(tf.raw_ops, op_type)(**inputs, **attrs)
         inputs = {k: tf.convert_to_tensor(v) for k, v in inputs.items()}
@@ -50,6 +52,21 @@ def tf_cpu_op(op_type, inputs, attrs):
         if fmt in _CHANNELS_LAST:
             return _channels_last(op_type, inputs, dict(attrs), _CHANNELS_LAST[fmt])
         return _windowed(op_type, inputs, dict(attrs))
+
+
+def _batch_norm(op_type, inputs, attrs):
+    """FusedBatchNorm*: the outputs TF's builds fill differently in the form plain Eigen gives
+    them (oneDNN returns V3's reserve_space_3 as [0] and the gradients' placeholders as
+    scalars), and inference's reserve spaces, which Eigen leaves uninitialized, as the mean and
+    variance given."""
+    out = list(getattr(tf.raw_ops, op_type)(**inputs, **attrs))
+    if "Grad" in op_type:
+        return out[:3] + [tf.zeros([0], out[3].dtype)] * 2
+    if not attrs.get("is_training", True):
+        out[3:5] = [tf.stop_gradient(inputs["mean"]), tf.stop_gradient(inputs["variance"])]
+    if op_type == "FusedBatchNormV3":
+        out[5] = tf.zeros([], out[5].dtype)
+    return out
 
 
 def _channels_last(op_type, inputs, attrs, fmt):
@@ -147,6 +164,20 @@ def _i32(lo, hi, *shape):
 
 
 _UNIT = _f32(3, 4, lo=-0.9, hi=0.9)          # inside the domain of asin/acos/atanh
+
+
+class Var:
+    """An input that is a resource variable: the sweep creates one holding `value` on the device
+    the op runs on, passes its handle, and compares the variable's value after the op as one
+    more output (ResourceApply*, ResourceScatter* ...)."""
+
+    def __init__(self, value):
+        self.value = np.asarray(value)
+
+    def __repr__(self):
+        return f"Var({self.value.dtype}{list(self.value.shape)})"
+
+
 _X, _Y = _f32(3, 4), _f32(4)
 _KEY = np.array([0x9A3F00C1D2E4F567], np.uint64)
 _COUNTER = np.array([0xFFFFFFFFFFFFFFFE, 0x0123456789ABCDEF], np.uint64)   # the low word carries

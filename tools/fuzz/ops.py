@@ -30,12 +30,15 @@ def _items(v):
 
 
 def _is_float(a):
-    return a.dtype.kind == "f" or a.dtype.name == "bfloat16"
+    """Floating point, complex included (its edge values go into the real part)."""
+    return a.dtype.kind in "fc" or a.dtype.name == "bfloat16"
 
 
 def _fresh(draw, shape, like):
     """Random values of `like`'s dtype and value range, in `shape`."""
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    if like.dtype.kind == "c":
+        return (rng.uniform(-2, 2, shape) + 1j * rng.uniform(-2, 2, shape)).astype(like.dtype)
     if _is_float(like):
         return rng.uniform(-2, 2, shape).astype(like.dtype)
     if like.dtype == np.bool_:
@@ -65,11 +68,27 @@ def _resize(draw, inputs, data_names):
 # depends on the build (Eigen's padded patch products multiply padding zeros by the filter,
 # oneDNN skips them) and on summation order, so non-finite values have no stable reference.
 _CONTRACTIONS = ("Conv", "MatMul", "Einsum")
+# FusedBatchNorm*: TF's CPU kernels are oneDNN's or Eigen's by build (TF_ENABLE_ONEDNN_OPTS), which
+# order the float products differently: oneDNN's (dy * scale) * rsqrt(var) overflows to inf where
+# Eigen's dy * (scale * rsqrt(var)) does not, and oneDNN's dy * (x - mean) overflows (inf - inf
+# sums to NaN) where Eigen's dy * ((x - mean) * rsqrt(var)) does not. Same limits as contractions.
+_BUILD_DEPENDENT = _CONTRACTIONS + ("FusedBatchNorm",)
+# Where NaN, inf and overflow land (a zero pivot included) depends on the order of operations,
+# and the NPU's is its own: CholeskyGrad is two triangular solves on the NPU, TF's blocked
+# algorithm on the CPU. Finite nonzero edge values only.
+_ORDER_DEPENDENT = ("CholeskyGrad",)
 _FINITE_EDGES = tuple(v for v in _FLOAT_EDGES if np.isfinite(v) and abs(v) < 1e4)
 # TF's CPU MaxPool3D kernels ignore NaN in the channels their vector loop covers and not in the
 # scalar remainder ([2, nan, 1] pools to 2 in one channel and to 1 in the next): no NaN there.
-_NAN_UNDEFINED = ("MaxPool3D",)
+# TF's CPU TopKV2 orders with `<` alone, which is no strict weak order with NaN (std::sort and
+# its TopN heap then give path-dependent results): [1, nan, 2] gives [nan, 2] for k=2 but
+# [2, 1, nan] for k=3, and [1, 2, nan] gives [1] for k=1.
+_NAN_UNDEFINED = ("MaxPool3D", "TopKV2")
 _NO_NAN_EDGES = tuple(v for v in _FLOAT_EDGES if not np.isnan(v))
+# Inputs whose huge values make TF's CPU kernel loop forever (AdjustHue wraps the hue with
+# `while (h >= 6) h -= 6`, endless past 2^27): only moderate edge values, or every such example
+# costs the CPU worker's whole timeout.
+_TF_HANGS = {("AdjustHue", "delta")}
 
 
 def _edge_values(draw, a, edges_for_floats=_FLOAT_EDGES):
@@ -123,7 +142,9 @@ def mutated(draw, case):
         inputs = _resize(draw, inputs, data)
     for n in data:
         if draw(st.integers(0, 2)) == 0:
-            edges = (_FINITE_EDGES if any(p in op_type for p in _CONTRACTIONS) else
+            edges = (tuple(v for v in _FINITE_EDGES if v) if op_type in _ORDER_DEPENDENT else
+                     _FINITE_EDGES if any(p in op_type for p in _BUILD_DEPENDENT)
+                     or (op_type, n) in _TF_HANGS else
                      _NO_NAN_EDGES if op_type.startswith(_NAN_UNDEFINED) else _FLOAT_EDGES)
             arrays = [_edge_values(draw, a, edges) for a in _items(inputs[n])]
             inputs[n] = arrays if isinstance(inputs[n], (list, tuple)) else arrays[0]
@@ -139,22 +160,87 @@ def mutated(draw, case):
 # InvalidArgumentError is the right answer. op -> (predicate on the inputs, what TF misses).
 _SHORT_COUNTER = (lambda ins: np.size(ins["counter"]) < 2,
                   "a Philox counter of fewer than 2 elements is read past its end")
+
+
+def _crop_samples_nan(image_hw, ratio_form):
+    """CropAndResize's gradients: TF does not check the boxes, and a NaN sampling position (from a
+    non-finite box) passes its range check and indexes pixel floor(NaN), out of bounds."""
+    def predicate(ins):
+        from graph_engine.ops.image import nan_samples
+        g = np.shape(ins["grads"])
+        return nan_samples(ins["boxes"], *image_hw(ins), g[1], g[2], ratio_form)
+    return predicate, ("a NaN sampling position (a non-finite box) indexes the image at "
+                       "floor(NaN), out of bounds")
+
+
+def _argmax_outside_image(ins):
+    """MaxPoolGradWithArgmax: an argmax index outside its own image (include_batch_in_index off)."""
+    argmax, batch = np.asarray(ins["argmax"]), max(np.shape(ins["input"])[0], 1)
+    if argmax.size % batch:
+        return False                       # a shape error, which TF reports too
+    rows, per_image = argmax.reshape(batch, -1), np.size(ins["input"]) // batch
+    return bool(np.any((rows < 0) | (rows >= per_image)))
+
+
+_NONPOSITIVE_KSIZE = (lambda ins: np.any(np.asarray(ins["ksize"]) <= 0),
+                      "ksize is not checked to be positive (a zero window returns zeros, a "
+                      "negative one corrupts the heap)")
 TF_UNCHECKED = {
+    "MaxPoolGradWithArgmax": (_argmax_outside_image, "an argmax index is checked against the "
+                              "images of its thread's shard, not its own image's (outside the "
+                              "shard: a CHECK crash)"),
+    "MaxPoolGradV2": _NONPOSITIVE_KSIZE,
+    "MaxPoolGradGradV2": _NONPOSITIVE_KSIZE,
+    "CropAndResizeGradImage": _crop_samples_nan(lambda ins: [int(v) for v in ins["image_size"][1:3]], False),
+    "CropAndResizeGradBoxes": _crop_samples_nan(lambda ins: np.shape(ins["image"])[1:3], True),
     "AvgPoolGrad": (lambda ins: True, "grad's shape is not checked against orig_input_shape's "
                     "pooled shape (a smaller batch in orig_input_shape corrupts the heap)"),
     "AvgPool3DGrad": (lambda ins: True, "grad's shape is not checked against "
                       "orig_input_shape's pooled shape"),
+    "RaggedBincount": (lambda ins: 0 < np.size(ins["weights"]) < np.size(ins["values"]),
+                       "weights are read at each value's position unchecked (bincount_op.cc): "
+                       "weights shorter than values are read past their end"),
     "StatelessRandomUniformV2": _SHORT_COUNTER,
     "StatelessRandomNormalV2": _SHORT_COUNTER,
     "StatelessTruncatedNormalV2": _SHORT_COUNTER,
 }
 
 # Inputs for which TF's CPU kernel returns uninitialized memory; the NPU must return the
-# mathematically right answer instead: zeros (a gradient summed over an empty batch).
+# mathematically right answer instead: zeros (a gradient summed over an empty batch), or, with a
+# third element, TF's outputs with the unwritten part replaced by what the NPU writes there.
 _EMPTY_BATCH = lambda ins: np.size(ins["input"]) == 0 or np.size(ins["out_backprop"]) == 0  # noqa: E731
+_BN_EMPTY = (lambda ins: np.size(ins["x"]) == 0,
+             "an empty x's reserve spaces 1 and 2 are never written (fused_batch_norm_op.cc "
+             "returns once it has set the batch mean and variance to NaN); the NPU gives NaN "
+             "there too", lambda outs: outs[:3] + [np.full_like(o, np.nan) for o in outs[3:5]] + outs[5:])
+_NO_SEGMENT_GRAD = (lambda ins: np.size(ins["indices"]) == 0,
+                    "with no indices the output is allocated and returned unwritten "
+                    "(SparseSegmentGradOpBase: `if (M == 0 || N == 0) return;`)")
+# The real FFTs: TF checks each transformed input dimension against fft_length only when it is
+# non-empty, and returns an empty input's output, shaped by fft_length, without writing it
+# (fft_ops.cc: `if (input_shape.num_elements() == 0) return;` after allocating it). The
+# transform of an empty (zero-padded) signal is zeros, which the NPU gives.
+_FFT_EMPTY = (lambda ins: np.size(ins["input"]) == 0,
+              "an empty input's output (non-empty where fft_length asks for it) is never written")
 TF_UNINITIALIZED = {
+    "RFFT": _FFT_EMPTY,
+    "IRFFT": _FFT_EMPTY,
+    "RFFT2D": _FFT_EMPTY,
+    "IRFFT2D": _FFT_EMPTY,
+    "RFFT3D": _FFT_EMPTY,
+    "IRFFT3D": _FFT_EMPTY,
+    "FusedBatchNorm": _BN_EMPTY,
+    "SparseSegmentSumGrad": _NO_SEGMENT_GRAD,
+    "SparseSegmentMeanGrad": _NO_SEGMENT_GRAD,
+    "SparseSegmentSqrtNGrad": _NO_SEGMENT_GRAD,
+    "FusedBatchNormV2": _BN_EMPTY,
+    "FusedBatchNormV3": _BN_EMPTY,
     "DepthwiseConv2dNativeBackpropFilter": (_EMPTY_BATCH, "the filter gradient of an empty batch "
                                             "is never written"),
+    "Cholesky": (lambda ins: True, "a matrix whose decomposition fails (not positive definite) "
+                 "gets NaN in its lower triangle and its strict upper triangle is never written "
+                 "(cholesky_op.cc); every other L has zeros there",
+                 lambda outs: [np.tril(outs[0])]),
 }
 
 # The workers' environment: IEEE float16 overflow (the NPU's default saturation mode stores
@@ -234,7 +320,8 @@ def judge(case, cpu, npu):
     if isinstance(cpu, Crash):
         return "ok"              # TF's own CPU kernel crashes on it: no reference, the NPU survived
     if case[0] in TF_UNINITIALIZED and TF_UNINITIALIZED[case[0]][0](case[2]) and cpu[0] == "ok":
-        cpu = ("ok", [np.zeros_like(w) for w in cpu[1]])
+        defined = TF_UNINITIALIZED[case[0]][2:] or [lambda outs: [np.zeros_like(w) for w in outs]]
+        cpu = ("ok", defined[0](cpu[1]))
     if cpu[0] == "error":
         if npu[0] == "ok":
             return f"TF on CPU raises {cpu[1]} ({cpu[2]}) but the NPU succeeds"

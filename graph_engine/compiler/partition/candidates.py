@@ -58,7 +58,7 @@ def unsupported_reason(node):
     return None
 
 
-_NPU_DTYPES = set(ops.ALL) | {dt.DT_UINT64}     # uint64: stateless random key/counter
+_NPU_DTYPES = set(ops.ALL) | {dt.DT_UINT64, dt.DT_COMPLEX64}  # uint64: stateless random key/counter
 
 
 def classify(node):

@@ -113,6 +113,7 @@ const char* NpyDescr(int dtype) {
     case kernels::kInt8: return "|i1";
     case kernels::kUInt8: return "|u1";
     case kernels::kUInt64: return "<u8";
+    case kernels::kComplex64: return "<c8";
     case kernels::kBool: return "|b1";
     default: return nullptr;
   }

@@ -1,5 +1,6 @@
 // Cast: converts elements between any two supported dtypes with TF's semantics (see dtype.h),
 // through the source dtype's compute type so no precision is lost on the way.
+#include <complex>
 #include <cstring>
 
 #include "kernels/dtype.h"
@@ -33,6 +34,8 @@ class CastKernel : public Kernel {
       return Status::Ok();
     }
     ParallelFor(n_, 2, [&](int64_t b, int64_t e) {
+      if (src_ == kComplex64 || dst_ == kComplex64)   // real values as real parts and back (TF)
+        return CastRange<std::complex<float>>(src_, in, dst_, out, b, e);
       switch (ComputeTypeOf(src_)) {
         case ComputeType::kFloat: return CastRange<float>(src_, in, dst_, out, b, e);
         case ComputeType::kDouble: return CastRange<double>(src_, in, dst_, out, b, e);

@@ -3,7 +3,9 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
+#include <complex>
 #include <cstring>
 #include <limits>
 #include <type_traits>
@@ -21,7 +23,7 @@ constexpr DTypeInfo kDTypes[] = {
     {kFloat, 4, "float32"}, {kDouble, 8, "float64"}, {kInt32, 4, "int32"},
     {kUInt8, 1, "uint8"},   {kInt16, 2, "int16"},    {kInt8, 1, "int8"},
     {kInt64, 8, "int64"},   {kBool, 1, "bool"},      {kBFloat16, 2, "bfloat16"},
-    {kHalf, 2, "float16"},  {kUInt64, 8, "uint64"},
+    {kHalf, 2, "float16"},  {kUInt64, 8, "uint64"},   {kComplex64, 8, "complex64"},
 };
 
 const DTypeInfo* Find(int dtype) {
@@ -137,6 +139,7 @@ bool IsInteger(int dtype) {
 
 ComputeType ComputeTypeOf(int dtype) {
   if (dtype == kDouble) return ComputeType::kDouble;
+  if (dtype == kComplex64) return ComputeType::kComplex;
   if (dtype == kFloat || dtype == kHalf || dtype == kBFloat16) return ComputeType::kFloat;
   return ComputeType::kInt64;
 }
@@ -146,6 +149,7 @@ bool IsNative(int dtype) {
   if constexpr (std::is_same_v<T, float>) return dtype == kFloat;
   if constexpr (std::is_same_v<T, double>) return dtype == kDouble;
   if constexpr (std::is_same_v<T, int64_t>) return dtype == kInt64;
+  if constexpr (std::is_same_v<T, std::complex<float>>) return dtype == kComplex64;
   return false;
 }
 
@@ -210,6 +214,42 @@ void Store(int dtype, const T* src, int64_t n, void* dst) {
   }
 }
 
+// complex64 is stored as std::complex<float>; real dtypes go through float.
+template <>
+void Load<std::complex<float>>(int dtype, const void* src, int64_t n, std::complex<float>* dst) {
+  if (dtype == kComplex64) {
+    std::memcpy(dst, src, n * sizeof(std::complex<float>));
+    return;
+  }
+  float buf[256];
+  const int size = DTypeSize(dtype);
+  for (int64_t s = 0; s < n; s += 256) {
+    const int64_t m = std::min<int64_t>(256, n - s);
+    Load<float>(dtype, static_cast<const char*>(src) + s * size, m, buf);
+    for (int64_t i = 0; i < m; ++i) dst[s + i] = std::complex<float>(buf[i], 0.f);
+  }
+}
+
+template <>
+void Store<std::complex<float>>(int dtype, const std::complex<float>* src, int64_t n, void* dst) {
+  if (dtype == kComplex64) {
+    std::memcpy(dst, src, n * sizeof(std::complex<float>));
+    return;
+  }
+  if (dtype == kBool) {
+    uint8_t* d = static_cast<uint8_t*>(dst);
+    for (int64_t i = 0; i < n; ++i) d[i] = src[i] != std::complex<float>(0.f, 0.f);
+    return;
+  }
+  float buf[256];
+  const int size = DTypeSize(dtype);
+  for (int64_t s = 0; s < n; s += 256) {
+    const int64_t m = std::min<int64_t>(256, n - s);
+    for (int64_t i = 0; i < m; ++i) buf[i] = src[s + i].real();
+    Store<float>(dtype, buf, m, static_cast<char*>(dst) + s * size);
+  }
+}
+
 #define NPU_INSTANTIATE(T)                                                 \
   template bool IsNative<T>(int);                                          \
   template void Load<T>(int, const void*, int64_t, T*);                    \
@@ -218,6 +258,7 @@ NPU_INSTANTIATE(float)
 NPU_INSTANTIATE(double)
 NPU_INSTANTIATE(int64_t)
 #undef NPU_INSTANTIATE
+template bool IsNative<std::complex<float>>(int);
 
 }  // namespace kernels
 }  // namespace npu

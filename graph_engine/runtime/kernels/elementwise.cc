@@ -12,6 +12,7 @@ namespace kernels {
 
 bool InTypeSet(unsigned types, int dtype) {
   if (dtype == kBool) return types & kBools;
+  if (dtype == kComplex64) return types & kComplexes;
   if (dtype == kDouble) return types & kDoubles;
   if (dtype == kFloat || dtype == kHalf || dtype == kBFloat16) return types & kFloats;
   return IsInteger(dtype) && (types & kInts);
@@ -19,7 +20,7 @@ bool InTypeSet(unsigned types, int dtype) {
 
 std::string TypeSetNames(unsigned types) {
   std::string s;
-  for (int dt : {kFloat, kHalf, kBFloat16, kDouble, kInt8, kInt16, kInt32, kInt64, kUInt8, kBool})
+  for (int dt : {kFloat, kHalf, kBFloat16, kDouble, kInt8, kInt16, kInt32, kInt64, kUInt8, kBool, kComplex64})
     if (InTypeSet(types, dt)) s += (s.empty() ? "" : ", ") + DTypeName(dt);
   return s;
 }
@@ -111,6 +112,7 @@ class AddNKernel : public Kernel {
       case ComputeType::kFloat: AddNEval<float>(n_, dtype_, in, args.out(0)); break;
       case ComputeType::kDouble: AddNEval<double>(n_, dtype_, in, args.out(0)); break;
       case ComputeType::kInt64: AddNEval<int64_t>(n_, dtype_, in, args.out(0)); break;
+      case ComputeType::kComplex: AddNEval<std::complex<float>>(n_, dtype_, in, args.out(0)); break;
     }
     return Status::Ok();
   }
@@ -124,8 +126,8 @@ Status MakeAddN(const KernelDef& def, std::unique_ptr<Kernel>* out) {
   if (def.inputs.empty()) return Error("expects at least one input");
   NPU_RETURN_IF_ERROR(CheckArity(def, -1, 1));
   const TensorDesc& o = def.outputs[0];
-  if (!InTypeSet(kNumeric, o.dtype))
-    return Error("does not support ", DTypeName(o.dtype), "; supported: ", TypeSetNames(kNumeric));
+  if (!InTypeSet(kNumericComplex, o.dtype))   // complex64: gradients summed in FFT graphs
+    return Error("does not support ", DTypeName(o.dtype), "; supported: ", TypeSetNames(kNumericComplex));
   for (size_t k = 0; k < def.inputs.size(); ++k)
     if (def.inputs[k].dtype != o.dtype || def.inputs[k].dims != o.dims)
       return Error("input ", k, " is ", DTypeName(def.inputs[k].dtype),

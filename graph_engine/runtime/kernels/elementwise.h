@@ -5,6 +5,7 @@
 #ifndef NPU_KERNELS_ELEMENTWISE_H_
 #define NPU_KERNELS_ELEMENTWISE_H_
 
+#include <complex>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -28,6 +29,9 @@ enum TypeSet : unsigned {
   kReal = kFloats | kDoubles,
   kNumeric = kFloats | kDoubles | kInts,
   kAllTypes = kNumeric | kBools,
+  kComplexes = 16,  // complex64 (computed as std::complex<float>): arithmetic of FFT gradients
+  kRealComplex = kReal | kComplexes,
+  kNumericComplex = kNumeric | kComplexes,
 };
 bool InTypeSet(unsigned types, int dtype);
 std::string TypeSetNames(unsigned types);
@@ -120,6 +124,7 @@ EvalFn SelectEval(ComputeType ct) {
   if constexpr ((Types & kFloats) != 0) if (ct == ComputeType::kFloat) return &EvalElementwise<float, N, Op>;
   if constexpr ((Types & kDoubles) != 0) if (ct == ComputeType::kDouble) return &EvalElementwise<double, N, Op>;
   if constexpr ((Types & (kInts | kBools)) != 0) if (ct == ComputeType::kInt64) return &EvalElementwise<int64_t, N, Op>;
+  if constexpr ((Types & kComplexes) != 0) if (ct == ComputeType::kComplex) return &EvalElementwise<std::complex<float>, N, Op>;
   return nullptr;
 }
 

@@ -16,7 +16,9 @@
 #ifndef NPU_KERNELS_ELEMENTWISE_FUNCTORS_H_
 #define NPU_KERNELS_ELEMENTWISE_FUNCTORS_H_
 
+#include <algorithm>
 #include <cmath>
+#include <complex>
 #include <cstdint>
 #include <limits>
 #include <type_traits>
@@ -26,15 +28,57 @@
 
 namespace npu {
 namespace kernels {
+
+// VecMath for the special functions (special.cc): y[i] = fn(x[i]) for T = float or double.
+enum class SpecialFn {
+  kLgamma, kDigamma, kErfinv, kNdtri, kDawsn, kFresnelCos, kFresnelSin, kSpence,
+  kBesselI0, kBesselI0e, kBesselI1, kBesselI1e, kBesselJ0, kBesselJ1, kBesselY0, kBesselY1,
+  kBesselK0, kBesselK0e, kBesselK1, kBesselK1e,
+};
+template <class T>
+void VecMath(SpecialFn fn, const T* x, T* y, int64_t n);
+
 namespace fn {
 
 // ---- shared rules ------------------------------------------------------------------------
 
 template <class T> constexpr bool kIsInt = std::is_integral_v<T>;
-// Integer ops wrap on overflow like TF's (two's complement), computed unsigned to stay defined.
-template <class T> T WrapAdd(T a, T b) { return T(uint64_t(a) + uint64_t(b)); }
-template <class T> T WrapSub(T a, T b) { return T(uint64_t(a) - uint64_t(b)); }
-template <class T> T WrapMul(T a, T b) { return T(uint64_t(a) * uint64_t(b)); }
+// Integer ops wrap on overflow like TF's (two's complement), computed unsigned to stay defined
+// (other types, std::complex included, never reach the integer branch).
+template <class T> T WrapAdd(T a, T b) { if constexpr (kIsInt<T>) return T(uint64_t(a) + uint64_t(b)); else return a + b; }
+template <class T> T WrapSub(T a, T b) { if constexpr (kIsInt<T>) return T(uint64_t(a) - uint64_t(b)); else return a - b; }
+template <class T> T WrapMul(T a, T b) { if constexpr (kIsInt<T>) return T(uint64_t(a) * uint64_t(b)); else return a * b; }
+
+template <class T> struct IsComplex : std::false_type {};
+template <class R> struct IsComplex<std::complex<R>> : std::true_type {};
+
+// a / b; for complex numbers as TF's CPU (Eigen's vectorized pdiv_complex) divides: the divisor
+// scaled by max(|re|, |im|) first (no overflow), so x / 0 is nan + nan*i, not C++'s inf + nan*i.
+template <class T> T Divide(T a, T b) {
+  if constexpr (IsComplex<T>::value) {
+    using R = typename T::value_type;
+    const R m = std::max(std::abs(b.real()), std::abs(b.imag()));
+    const R c = b.real() / m, d = b.imag() / m, den = c * c + d * d;
+    return T((a.real() * c + a.imag() * d) / den / m, (a.imag() * c - a.real() * d) / den / m);
+  } else {
+    return a / b;
+  }
+}
+
+// a * b as TF's CPU multiplies in its vector loops: for complex numbers Eigen's pmul, the
+// schoolbook formula, without the C99 recovery of infinities from nan + nan*i that std::complex's
+// operator* (TF's scalar remainder loop) adds.
+template <class T> T VecMul(T a, T b) {
+  if constexpr (IsComplex<T>::value)
+    return T(a.real() * b.real() - a.imag() * b.imag(), a.real() * b.imag() + a.imag() * b.real());
+  else
+    return a * b;
+}
+
+template <class T> T Conjugate(T a) {
+  if constexpr (IsComplex<T>::value) return std::conj(a);
+  else return a;
+}
 
 constexpr double kSeluScale = 1.0507009873554804934193349852946;
 constexpr double kSeluAlpha = 1.6732632423543772848170429916717;
@@ -91,8 +135,8 @@ struct HasScalar<F, T, std::void_t<decltype(std::declval<const F&>()(std::declva
 NPU_BINARY(Add, 1, a, b, kIsInt<T> ? WrapAdd(a, b) : a + b);
 NPU_BINARY(Sub, 1, a, b, kIsInt<T> ? WrapSub(a, b) : a - b);
 NPU_BINARY(Mul, 1, a, b, kIsInt<T> ? WrapMul(a, b) : a * b);
-NPU_BINARY(RealDiv, 2, a, b, a / b);
-NPU_BINARY(DivNoNan, 2, a, b, b == T(0) ? T(0) : a / b);
+NPU_BINARY(RealDiv, 2, a, b, Divide(a, b));
+NPU_BINARY(DivNoNan, 2, a, b, b == T(0) ? T(0) : Divide(a, b));
 // As TF on CPU (its vectorized path): NaN in either operand gives NaN, and of two equal values
 // (-0 and +0) the second.
 NPU_BINARY(Maximum, 1, a, b, (a > b || a != a) ? a : b);
@@ -177,7 +221,7 @@ NPU_UNARY(Neg, 1, a, kIsInt<T> ? WrapSub(T(0), a) : -a);
 NPU_UNARY(Abs, 1, a, kIsInt<T> ? (a < 0 ? WrapSub(T(0), a) : a) : std::abs(a));
 NPU_UNARY(Square, 1, a, kIsInt<T> ? WrapMul(a, a) : a * a);
 NPU_UNARY(Sign, 1, a, a != a ? a : T((a > T(0)) - (a < T(0))));
-NPU_UNARY(Reciprocal, 2, a, T(1) / a);
+NPU_UNARY(Reciprocal, 2, a, Divide(T(1), a));
 NPU_UNARY(Floor, 1, a, std::floor(a));
 NPU_UNARY(Ceil, 1, a, std::ceil(a));
 NPU_UNARY(Round, 1, a, kIsInt<T> ? a : T(std::nearbyint(a)));   // half to even, as TF
@@ -226,7 +270,14 @@ struct Select {
 
 // ---- transcendental ----------------------------------------------------------------------
 
-NPU_VECTOR_UNARY(Exp, 10, VecFn::kExp);
+// Exp also takes complex64 (RFFT2D's gradient): std::exp per element, as TF's CPU.
+struct Exp {
+  static constexpr int kCost = 10;
+  template <class T, std::enable_if_t<!IsComplex<T>::value, int> = 0>
+  static void Block(const T* x, T* y, int64_t n) { VecMath(VecFn::kExp, x, y, n); }
+  template <class T, std::enable_if_t<IsComplex<T>::value, int> = 0>
+  T operator()(T a) const { return std::exp(a); }
+};
 NPU_VECTOR_UNARY(Log, 10, VecFn::kLog);
 NPU_VECTOR_UNARY(Log1p, 10, VecFn::kLog1p);
 NPU_VECTOR_UNARY(Sqrt, 4, VecFn::kSqrt);
@@ -248,6 +299,76 @@ NPU_UNARY(Asinh, 12, a, std::asinh(a));
 NPU_UNARY(Acosh, 12, a, std::acosh(a));
 NPU_UNARY(Atanh, 12, a, std::atanh(a));
 NPU_BINARY(Atan2, 12, y, x, std::atan2(y, x));
+
+// ---- special functions ------------------------------------------------------------------
+// Eigen's (unsupported/Eigen/SpecialFunctions: the math TF's own CPU kernels call) and our own
+// Dawsn, Fresnel and Spence (series, continued fractions; in double), compiled once in
+// special.cc for T = float or double, so
+// the files including this header do not pay for Eigen. The unary ones go over whole blocks
+// (VecMath with a SpecialFn: Eigen's packet math, as TF's kernels); the others are scalar.
+namespace special {
+template <class T> T Igamma(T a, T x);
+template <class T> T Igammac(T a, T x);
+template <class T> T IgammaGradA(T a, T x);
+template <class T> T RandomGammaGrad(T alpha, T sample);
+template <class T> T Polygamma(T n, T x);
+template <class T> T Zeta(T x, T q);
+template <class T> T Betainc(T a, T b, T x);
+}  // namespace special
+
+NPU_VECTOR_UNARY(Lgamma, 40, SpecialFn::kLgamma);
+NPU_VECTOR_UNARY(Digamma, 40, SpecialFn::kDigamma);
+NPU_VECTOR_UNARY(Erfinv, 30, SpecialFn::kErfinv);
+NPU_VECTOR_UNARY(Ndtri, 30, SpecialFn::kNdtri);
+NPU_VECTOR_UNARY(Dawsn, 30, SpecialFn::kDawsn);
+NPU_VECTOR_UNARY(FresnelCos, 40, SpecialFn::kFresnelCos);
+NPU_VECTOR_UNARY(FresnelSin, 40, SpecialFn::kFresnelSin);
+NPU_VECTOR_UNARY(Spence, 30, SpecialFn::kSpence);
+NPU_VECTOR_UNARY(BesselI0, 30, SpecialFn::kBesselI0);
+NPU_VECTOR_UNARY(BesselI0e, 30, SpecialFn::kBesselI0e);
+NPU_VECTOR_UNARY(BesselI1, 30, SpecialFn::kBesselI1);
+NPU_VECTOR_UNARY(BesselI1e, 30, SpecialFn::kBesselI1e);
+NPU_VECTOR_UNARY(BesselJ0, 40, SpecialFn::kBesselJ0);
+NPU_VECTOR_UNARY(BesselJ1, 40, SpecialFn::kBesselJ1);
+NPU_VECTOR_UNARY(BesselY0, 40, SpecialFn::kBesselY0);
+NPU_VECTOR_UNARY(BesselY1, 40, SpecialFn::kBesselY1);
+NPU_VECTOR_UNARY(BesselK0, 40, SpecialFn::kBesselK0);
+NPU_VECTOR_UNARY(BesselK0e, 40, SpecialFn::kBesselK0e);
+NPU_VECTOR_UNARY(BesselK1, 40, SpecialFn::kBesselK1);
+NPU_VECTOR_UNARY(BesselK1e, 40, SpecialFn::kBesselK1e);
+NPU_BINARY(Igamma, 200, a, x, special::Igamma(a, x));
+NPU_BINARY(Igammac, 200, a, x, special::Igammac(a, x));
+NPU_BINARY(IgammaGradA, 300, a, x, special::IgammaGradA(a, x));
+NPU_BINARY(RandomGammaGrad, 300, alpha, sample, special::RandomGammaGrad(alpha, sample));
+NPU_BINARY(Polygamma, 200, n, x, special::Polygamma(n, x));
+NPU_BINARY(Zeta, 200, x, q, special::Zeta(x, q));
+NPU_BINARY(NextAfter, 2, a, b, std::nextafter(a, b));
+struct Betainc {
+  static constexpr int kCost = 300;
+  template <class T> T operator()(T a, T b, T x) const { return special::Betainc(a, b, x); }
+};
+
+// t clamped to [lo, hi] as TF: min with hi first, then max with lo, each with std::min/max's
+// rule (a NaN t stays NaN, a NaN bound is ignored).
+struct ClipByValue {
+  static constexpr int kCost = 2;
+  template <class T> T operator()(T t, T lo, T hi) const { return std::max(std::min(t, hi), lo); }
+};
+
+// Shifts as TF: the shift clamped to [0, bits - 1] of the stored type (kMaxShift), computed in
+// int64 (the result is narrowed on store); left shifts unsigned, right shifts arithmetic.
+template <int kMaxShift>
+struct LeftShift {
+  static constexpr int kCost = 1;
+  template <class T> T operator()(T x, T y) const {
+    return T(uint64_t(x) << (y < 0 ? 0 : (y > kMaxShift ? kMaxShift : y)));
+  }
+};
+template <int kMaxShift>
+struct RightShift {
+  static constexpr int kCost = 1;
+  template <class T> T operator()(T x, T y) const { return x >> (y < 0 ? 0 : (y > kMaxShift ? kMaxShift : y)); }
+};
 
 // ---- activations -------------------------------------------------------------------------
 
@@ -331,8 +452,9 @@ NPU_BINARY(SeluGrad, 2, g, y, y < T(0) ? g * (y + T(kSeluScale * kSeluAlpha)) : 
 NPU_BINARY(SoftplusGrad, 12, g, f, g / (T(1) + std::exp(-f)));
 NPU_BINARY(SoftsignGrad, 3, g, f, g / ((T(1) + std::abs(f)) * (T(1) + std::abs(f))));
 // TF: a zero upstream gradient gives 0 even where y is 0, inf or NaN (these three; InvGrad is
-// ReciprocalGrad).
-NPU_BINARY(ReciprocalGrad, 2, y, dy, dy == T(0) ? T(0) : -dy * y * y);
+// ReciprocalGrad). ReciprocalGrad as TF's vector loop orders it: -(conj(y) * conj(y)) * dy (y * y
+// may overflow to inf where dy * y would not).
+NPU_BINARY(ReciprocalGrad, 2, y, dy, dy == T(0) ? T(0) : VecMul(-VecMul(Conjugate(y), Conjugate(y)), dy));
 NPU_BINARY(RsqrtGrad, 3, y, dy, dy == T(0) ? T(0) : T(-0.5) * (y * y * y) * dy);
 NPU_BINARY(SqrtGrad, 2, y, dy, dy == T(0) ? T(0) : T(0.5) * dy / y);
 

@@ -3,6 +3,7 @@
 // epilogue (bias, residual, activation; epilogue.h) to each block of rows right after its GEMM.
 #include <array>
 
+#include "kernels/complex.h"
 #include "kernels/epilogue.h"
 #include "kernels/float_io.h"
 #include "kernels/gemm.h"
@@ -184,6 +185,7 @@ NPU_REGISTER_KERNEL("BatchMatMul", [](const KernelDef& d, std::unique_ptr<Kernel
   return MakeMatMul(d, true, false, k);
 });
 NPU_REGISTER_KERNEL("BatchMatMulV2", [](const KernelDef& d, std::unique_ptr<Kernel>* k) {
+  if (!d.outputs.empty() && d.outputs[0].dtype == kComplex64) return MakeComplexBatchMatMul(d, k);
   return MakeMatMul(d, true, true, k);
 });
 NPU_REGISTER_KERNEL("BatchMatMulV3", [](const KernelDef& d, std::unique_ptr<Kernel>* k) {

@@ -61,7 +61,8 @@ ReducePlan MakePlan(const Dims& dims, const std::vector<bool>& reduced) {
   return p;
 }
 
-// Reduction ops over accumulator type A (double for floating inputs, int64 for integers).
+// Reduction ops over accumulator type A (double for floating inputs, int64 for integers,
+// std::complex<double> for complex64).
 struct SumR {
   template <class A> static A Init() { return A(0); }
   template <class A> static A Step(A acc, A x) {
@@ -112,7 +113,8 @@ struct AnyR {
 // T: compute type of the stored elements; A: accumulator.
 template <class T, class Op>
 void Reduce(const ReducePlan& p, int in_dtype, const void* in, int out_dtype, void* out) {
-  using A = std::conditional_t<std::is_integral_v<T>, int64_t, double>;
+  using A = std::conditional_t<std::is_integral_v<T>, int64_t,
+                               std::conditional_t<std::is_same_v<T, std::complex<float>>, std::complex<double>, double>>;
   if (p.outer == 0 || p.inner == 0) return;   // an empty output (an empty reduced axis is fine)
   const int in_size = DTypeSize(in_dtype), out_size = DTypeSize(out_dtype);
   const char* src = static_cast<const char*>(in);
@@ -232,6 +234,7 @@ Status MakeReduce(const KernelDef& def, std::unique_ptr<Kernel>* out) {
     case ComputeType::kFloat: if constexpr ((Types & kFloats) != 0) fn = &Reduce<float, Op>; break;
     case ComputeType::kDouble: if constexpr ((Types & kDoubles) != 0) fn = &Reduce<double, Op>; break;
     case ComputeType::kInt64: if constexpr ((Types & (kInts | kBools)) != 0) fn = &Reduce<int64_t, Op>; break;
+    case ComputeType::kComplex: if constexpr ((Types & kComplexes) != 0) fn = &Reduce<std::complex<float>, Op>; break;
   }
   *out = std::make_unique<ReduceKernel>(MakePlan(def.inputs[0].dims, reduced), dtype, dtype, fn);
   return Status::Ok();
@@ -344,7 +347,7 @@ Status MakeArgReduce(const KernelDef& def, std::unique_ptr<Kernel>* out) {
 }
 
 void RegisterAll() {
-  RegisterKernel("Sum", MakeReduce<SumR, kNumeric>);
+  RegisterKernel("Sum", MakeReduce<SumR, kNumericComplex>);   // complex64: FFT gradients
   RegisterKernel("Mean", MakeReduce<MeanR, kNumeric>);
   RegisterKernel("Prod", MakeReduce<ProdR, kNumeric>);
   RegisterKernel("Max", MakeReduce<MaxR, kNumeric>);

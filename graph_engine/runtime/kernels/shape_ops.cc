@@ -485,5 +485,15 @@ void RegisterAll() {
 StaticInit init(RegisterAll);
 
 }  // namespace
+
+// The shape StridedSlice gives a tensor of shape `in` (TensorStridedSliceUpdate broadcasts its
+// value to it: array_extra.cc).
+Status StridedSliceShape(const Attrs& attrs, const Dims& in, Dims* shape) {
+  StridedView v;
+  NPU_RETURN_IF_ERROR(MakeStridedView(attrs, in, &v));
+  *shape = v.shape;
+  return Status::Ok();
+}
+
 }  // namespace kernels
 }  // namespace npu
