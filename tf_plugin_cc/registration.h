@@ -44,6 +44,9 @@ absl::Status RegisterVariableKernels(int* registered);
 // SparseSliceGrad (sparse_ops.cc). Returns how many ops got kernels.
 absl::Status RegisterSparseKernels(int* registered);
 
+// NPU kernel for RaggedTensorToTensor (ragged_ops.cc). Returns how many ops got kernels.
+absl::Status RegisterRaggedKernels(int* registered);
+
 }  // namespace npu_tf
 
 #endif  // TF_PLUGIN_CC_REGISTRATION_H_
