@@ -52,11 +52,6 @@ using tensorflow::Tensor;
 using tensorflow::TensorShape;
 using tensorflow::TensorShapeUtils;
 
-// An int32 or int64 tensor's element i.
-int64_t IndexAt(const Tensor& t, int64_t i) {
-  return t.dtype() == tensorflow::DT_INT32 ? int64_t{t.flat<int32_t>()(i)} : int64_t{t.flat<int64_t>()(i)};
-}
-
 void SetIndex(Tensor* t, int64_t i, int64_t v) {
   if (t->dtype() == tensorflow::DT_INT32) t->flat<int32_t>()(i) = static_cast<int32_t>(v);
   else t->flat<int64_t>()(i) = v;

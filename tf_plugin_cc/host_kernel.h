@@ -16,12 +16,18 @@
 #include "registration.h"
 #include "tensorflow/core/framework/kernel_def_builder.h"
 #include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/tensor.h"
 
 namespace npu_tf {
 
 template <typename... Parts>
 absl::Status Invalid(const Parts&... parts) {
   return absl::InvalidArgumentError(absl::StrCat(parts...));
+}
+
+// An int32 or int64 tensor's element i (index and shape tensors may be either).
+inline int64_t IndexAt(const tensorflow::Tensor& t, int64_t i) {
+  return t.dtype() == tensorflow::DT_INT32 ? int64_t{t.flat<int32_t>()(i)} : int64_t{t.flat<int64_t>()(i)};
 }
 
 // Syncs the NPU stream, then runs ComputeOnHost.

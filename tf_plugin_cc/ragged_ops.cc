@@ -42,8 +42,7 @@ constexpr int kFirstPartition = 3;  // inputs: shape, values, default_value, row
 // An int32 or int64 tensor's values as int64 (Tshape and Tindex are either).
 std::vector<int64_t> AsInt64(const Tensor& t) {
   std::vector<int64_t> v(t.NumElements());
-  for (int64_t i = 0; i < t.NumElements(); ++i)
-    v[i] = t.dtype() == tensorflow::DT_INT32 ? t.flat<int32_t>()(i) : t.flat<int64_t>()(i);
+  for (int64_t i = 0; i < t.NumElements(); ++i) v[i] = IndexAt(t, i);
   return v;
 }
 

@@ -324,39 +324,7 @@ class HistogramFixedWidth(Op):
         return np.bincount(idx, minlength=nbins)
 
 
-# ---- CumulativeLogsumexp, EuclideanNorm ------------------------------------------------------
-
-@register
-class CumulativeLogsumexp(Op):
-    """log(cumsum(exp(x))) along axis, computed stably step by step as TF's scan:
-    acc = max + log1p(exp(min - max)) with Eigen's min/max (a NaN element leaves both at acc);
-    an exclusive scan starts at -inf."""
-    type_attrs = {"T": FLOAT, "Tidx": INDEX}
-    const_inputs = ("axis",)
-
-    def shapes(self, shapes, attrs):
-        if len(shapes[0]) == 0:
-            raise ValueError(f"{self.name}: input must have rank >= 1, got a scalar")
-        norm_axis(scalar(attrs, "axis"), len(shapes[0]))
-        return [tuple(shapes[0])]
-
-    def compute(self, xs, attrs):
-        x = xs[0]
-        axis = norm_axis(scalar(attrs, "axis"), x.ndim)
-        rev, excl = attrs.get("reverse", False), attrs.get("exclusive", False)
-        xm = np.moveaxis(np.flip(x, axis) if rev else x, axis, 0)
-        out = np.empty_like(xm)
-        acc = np.full(xm.shape[1:], -np.inf, x.dtype)
-        for i in range(xm.shape[0]):
-            if excl:
-                out[i] = acc
-            lo, hi = np.where(xm[i] < acc, xm[i], acc), np.where(acc < xm[i], xm[i], acc)
-            acc = np.where(hi < np.finfo(np.float32).min, hi, hi + np.log1p(np.exp(lo - hi)))
-            if not excl:
-                out[i] = acc
-        out = np.moveaxis(out, 0, axis)
-        return np.flip(out, axis) if rev else out
-
+# ---- EuclideanNorm ------------------------------------------------------
 
 @register
 class EuclideanNorm(Op):

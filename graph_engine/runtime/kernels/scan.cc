@@ -1,8 +1,11 @@
-// Cumsum and Cumprod (reference: graph_engine/ops/scan.py). The input is viewed as
-// [outer, length, inner] around the scanned axis; each (outer, inner) line is scanned in order,
-// as TF's CPU kernel does: floating types accumulate in the stored type (float32, or float32
-// rounded to float16/bfloat16 after every step: the same overflows and roundings as TF), integers
-// in wrapping int64.
+// Cumsum, Cumprod and CumulativeLogsumexp (reference: graph_engine/ops/scan.py). The input is
+// viewed as [outer, length, inner] around the scanned axis; each (outer, inner) line is scanned in
+// order, as TF's CPU kernel does: Cumsum/Cumprod accumulate floating types in the stored type
+// (float32, or float32 rounded to float16/bfloat16 after every step: the same overflows and
+// roundings as TF), integers in wrapping int64; CumulativeLogsumexp accumulates in float32 with
+// TF's step acc = max + log1p(exp(min - max)) (acc stays -inf until a finite value comes).
+#include <cmath>
+#include <limits>
 #include <type_traits>
 #include <vector>
 
@@ -15,9 +18,11 @@ namespace npu {
 namespace kernels {
 namespace {
 
+enum class ScanOp { kSum, kProd, kLogsumexp };
+
 class ScanKernel : public Kernel {
  public:
-  static Status Make(const KernelDef& def, bool prod, std::unique_ptr<Kernel>* out) {
+  static Status Make(const KernelDef& def, ScanOp op, std::unique_ptr<Kernel>* out) {
     NPU_RETURN_IF_ERROR(CheckArity(def, 1, 1));
     NPU_RETURN_IF_ERROR(CheckNdLayouts(def));
     auto k = std::make_unique<ScanKernel>();
@@ -31,10 +36,12 @@ class ScanKernel : public Kernel {
     NPU_RETURN_IF_ERROR(def.attrs.Bool("reverse", false, &k->reverse_));
     for (int64_t a = 0; a < static_cast<int64_t>(dims.size()); ++a)
       (a < axis ? k->outer_ : a > axis ? k->inner_ : k->length_) *= dims[a];
-    k->prod_ = prod;
+    k->op_ = op;
     k->in_dtype_ = def.inputs[0].dtype;
     k->out_dtype_ = def.outputs[0].dtype;
     const int t = k->in_dtype_;
+    if (op == ScanOp::kLogsumexp && (t != k->out_dtype_ || !IsFloating(t)))
+      return Error("dtype ", DTypeName(t), " not supported (allowed: float32, float16, bfloat16)");
     if (t != k->out_dtype_ || !(IsFloating(t) || t == kInt32 || t == kInt64))
       return Error("dtype ", DTypeName(t), " not supported (allowed: float32, float16, bfloat16, int32, int64)");
     *out = std::move(k);
@@ -56,7 +63,7 @@ class ScanKernel : public Kernel {
     ParallelFor(outer_, length_ * inner_, [&](int64_t o0, int64_t o1) {
       std::vector<A> acc(inner_);
       for (int64_t o = o0; o < o1; ++o) {
-        acc.assign(inner_, A(prod_ ? 1 : 0));
+        acc.assign(inner_, Start<A>());
         for (int64_t step = 0; step < length_; ++step) {
           const int64_t l = reverse_ ? length_ - 1 - step : step;
           const int64_t base = (o * length_ + l) * inner_;
@@ -72,33 +79,50 @@ class ScanKernel : public Kernel {
   }
 
   template <class A>
-  A Combine(A acc, A v) const {
-    if constexpr (std::is_integral_v<A>)   // integer overflow wraps, as in TF
-      return static_cast<A>(prod_ ? uint64_t(acc) * uint64_t(v) : uint64_t(acc) + uint64_t(v));
-    else
-      return prod_ ? acc * v : acc + v;
+  A Start() const {
+    if (op_ == ScanOp::kLogsumexp) return -std::numeric_limits<A>::infinity();
+    return A(op_ == ScanOp::kProd ? 1 : 0);
   }
 
-  // The accumulator as the stored type holds it (float16/bfloat16 round every step).
+  template <class A>
+  A Combine(A acc, A v) const {
+    const bool prod = op_ == ScanOp::kProd;
+    if constexpr (std::is_integral_v<A>) {  // integer overflow wraps, as in TF
+      return static_cast<A>(prod ? uint64_t(acc) * uint64_t(v) : uint64_t(acc) + uint64_t(v));
+    } else {
+      if (op_ != ScanOp::kLogsumexp) return prod ? acc * v : acc + v;
+      // Eigen's mini/maxi(acc, v): a NaN v leaves both at acc, as on TF's CPU
+      const A lo = v < acc ? v : acc, hi = acc < v ? v : acc;
+      return hi < std::numeric_limits<A>::lowest() ? hi : hi + std::log1p(std::exp(lo - hi));
+    }
+  }
+
+  // The accumulator as the stored type holds it (Cumsum/Cumprod: float16/bfloat16 round every
+  // step; CumulativeLogsumexp keeps float32 and rounds once on store).
   template <class A>
   A Round(A v) const {
     if constexpr (std::is_same_v<A, float>) {
+      if (op_ == ScanOp::kLogsumexp) return v;
       if (in_dtype_ == kHalf) return HalfToFloat(FloatToHalf(v));
       if (in_dtype_ == kBFloat16) return BFloat16ToFloat(FloatToBFloat16(v));
     }
     return v;
   }
 
-  bool prod_ = false, exclusive_ = false, reverse_ = false;
+  ScanOp op_ = ScanOp::kSum;
+  bool exclusive_ = false, reverse_ = false;
   int64_t outer_ = 1, length_ = 1, inner_ = 1;
   int in_dtype_ = 0, out_dtype_ = 0;
 };
 
 NPU_REGISTER_KERNEL("Cumsum", [](const KernelDef& d, std::unique_ptr<Kernel>* k) {
-  return ScanKernel::Make(d, false, k);
+  return ScanKernel::Make(d, ScanOp::kSum, k);
 });
 NPU_REGISTER_KERNEL("Cumprod", [](const KernelDef& d, std::unique_ptr<Kernel>* k) {
-  return ScanKernel::Make(d, true, k);
+  return ScanKernel::Make(d, ScanOp::kProd, k);
+});
+NPU_REGISTER_KERNEL("CumulativeLogsumexp", [](const KernelDef& d, std::unique_ptr<Kernel>* k) {
+  return ScanKernel::Make(d, ScanOp::kLogsumexp, k);
 });
 
 }  // namespace

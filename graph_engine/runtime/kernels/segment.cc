@@ -1,4 +1,4 @@
-// Segment reductions, bincounts, HistogramFixedWidth, CumulativeLogsumexp and EuclideanNorm
+// Segment reductions, bincounts, HistogramFixedWidth and EuclideanNorm
 // (reference: graph_engine/ops/segment.py). Output sizes are compile-time attrs; ids and indices
 // are read at run time and checked as TF's CPU kernels check them, with TF's messages, before
 // anything is written. Floating types compute in float (float16/bfloat16 widened), integers in
@@ -393,64 +393,6 @@ class HistogramKernel : public Kernel {
   int dtype_ = kFloat, out_dtype_ = kInt32;
 };
 
-// ---- CumulativeLogsumexp --------------------------------------------------------------------
-
-// [outer, length, inner] around the axis; each line scanned in order with TF's step
-// acc = max + log1p(exp(min - max)) (acc stays -inf until a finite value comes).
-class LogsumexpScanKernel : public Kernel {
- public:
-  static Status Make(const KernelDef& def, std::unique_ptr<Kernel>* out) {
-    NPU_RETURN_IF_ERROR(CheckArity(def, 1, 1));
-    NPU_RETURN_IF_ERROR(CheckNdLayouts(def));
-    const Dims& dims = def.inputs[0].dims;
-    if (dims.empty()) return Error("input must have rank >= 1, got a scalar");
-    if (def.outputs[0].dims != dims) return Error("output shape must equal the input shape ", ShapeString(dims));
-    if (!IsFloating(def.inputs[0].dtype) || def.outputs[0].dtype != def.inputs[0].dtype)
-      return Error("dtype ", DTypeName(def.inputs[0].dtype), " not supported (allowed: float32, float16, bfloat16)");
-    auto k = std::make_unique<LogsumexpScanKernel>();
-    int64_t axis = 0;
-    NPU_RETURN_IF_ERROR(def.attrs.Scalar("axis", &axis));
-    NPU_RETURN_IF_ERROR(NormalizeAxis(axis, static_cast<int64_t>(dims.size()), &axis));
-    NPU_RETURN_IF_ERROR(def.attrs.Bool("exclusive", false, &k->exclusive_));
-    NPU_RETURN_IF_ERROR(def.attrs.Bool("reverse", false, &k->reverse_));
-    for (int64_t a = 0; a < static_cast<int64_t>(dims.size()); ++a)
-      (a < axis ? k->outer_ : a > axis ? k->inner_ : k->length_) *= dims[a];
-    k->dtype_ = def.inputs[0].dtype;
-    *out = std::move(k);
-    return Status::Ok();
-  }
-
-  Status Compute(const KernelArgs& args) const override {
-    const int64_t n = outer_ * length_ * inner_;
-    if (n == 0) return Status::Ok();
-    std::vector<float> x(n), y(n);
-    Load<float>(dtype_, args.in(0), n, x.data());
-    ParallelFor(outer_, length_ * inner_ * 8, [&](int64_t o0, int64_t o1) {
-      std::vector<float> acc(inner_);
-      for (int64_t o = o0; o < o1; ++o) {
-        acc.assign(inner_, -std::numeric_limits<float>::infinity());
-        for (int64_t step = 0; step < length_; ++step) {
-          const int64_t base = (o * length_ + (reverse_ ? length_ - 1 - step : step)) * inner_;
-          for (int64_t i = 0; i < inner_; ++i) {
-            const float before = acc[i], v = x[base + i];
-            // Eigen's mini/maxi(acc, v): a NaN v leaves both at acc, as on TF's CPU
-            const float lo = v < before ? v : before, hi = before < v ? v : before;
-            acc[i] = hi < std::numeric_limits<float>::lowest() ? hi : hi + std::log1p(std::exp(lo - hi));
-            y[base + i] = exclusive_ ? before : acc[i];
-          }
-        }
-      }
-    });
-    Store<float>(dtype_, y.data(), n, args.out(0));
-    return Status::Ok();
-  }
-
- private:
-  bool exclusive_ = false, reverse_ = false;
-  int64_t outer_ = 1, length_ = 1, inner_ = 1;
-  int dtype_ = kFloat;
-};
-
 // ---- EuclideanNorm --------------------------------------------------------------------------
 
 // sqrt(sum(x * x)) over the reduction axes: each input element adds into the output element its
@@ -546,7 +488,6 @@ NPU_SEGMENT_KERNEL("Bincount", BincountKernel::Make, false);
 NPU_SEGMENT_KERNEL("DenseBincount", BincountKernel::Make, true);
 #undef NPU_SEGMENT_KERNEL
 NPU_REGISTER_KERNEL("HistogramFixedWidth", HistogramKernel::Make);
-NPU_REGISTER_KERNEL("CumulativeLogsumexp", LogsumexpScanKernel::Make);
 NPU_REGISTER_KERNEL("EuclideanNorm", EuclideanNormKernel::Make);
 
 }  // namespace
