@@ -120,7 +120,9 @@ def graph_stats(reports):
         "nodes_before": sum(r["passes"][0]["nodes"] for r in reports),
         "nodes_after": sum(_nodes_after(r["passes"]) for r in reports),
         "kernels": sum(kernels.values()),
+        # activation conversions: weight conversions run per step or once (cached) are apart
         "transdata": kernels.get("TransData", 0) - sum(r.get("weight_transdata", 0)
+                                                      + r.get("cached_weight_transdata", 0)
                                                       for r in reports),
         "weight_transdata": sum(r.get("weight_transdata", 0) for r in reports),
         "bias_add_kernels": kernels.get("BiasAdd", 0),

@@ -41,7 +41,8 @@ def kernel_isa():
 
 
 def counters():
-    """What the executor really ran: models_loaded, models_run, kernels_executed."""
+    """What the executor really ran: models_loaded, models_run, kernels_executed, and
+    conversions_reused (weight conversions skipped because the weight had not changed)."""
     return _C.counters()
 
 

@@ -97,13 +97,13 @@ def relu_model_bytes():
     return g.serialize()
 
 
-def with_payload(payload, version=1):
+def with_payload(payload, version=mf.VERSION):
     return mf.MAGIC + struct.pack("<IIQ", version, zlib.crc32(payload) & 0xFFFFFFFF, len(payload)) + payload
 
 
 @pytest.mark.parametrize("mutate,message", [
     (lambda d: b"XPUOM\0\0\0" + d[8:], "bad magic"),
-    (lambda d: with_payload(d[24:], version=2), "format version 2"),
+    (lambda d: with_payload(d[24:], version=mf.VERSION + 1), f"format version {mf.VERSION + 1}"),
     (lambda d: d[:-1], "truncated or corrupt"),
     (lambda d: d[:10], "truncated"),
     (lambda d: d[:30] + bytes([d[30] ^ 1]) + d[31:], "checksum mismatch"),
@@ -133,6 +133,14 @@ def test_every_truncation_and_byte_flip_is_an_error_or_a_valid_model():
                 assert str(e)
 
 
+def relu_caches_an_output_value(m):
+    """Relu (kernel 1) writes a cached value from the AddV2 result, which is per-run."""
+    t, y = m.values[2], m.values[3]
+    t.kind, t.where = mf.Kind.OUTPUT, 0
+    y.kind, y.where = mf.Kind.CACHED, 0
+    m.outputs[0] = 2
+
+
 def model_with(edit):
     """A valid model edited by `edit(model)` before serialization."""
     m = mf.deserialize(relu_model_bytes())
@@ -150,6 +158,10 @@ def model_with(edit):
     (lambda m: setattr(m.values[0], "dims", (2, -3)), "invalid dimension -3"),
     (lambda m: m.kernels[1].outputs.__setitem__(0, 0), "writes value 0, which is a graph input"),
     (lambda m: m.outputs.append(42), "graph output 1 names missing value 42"),
+    # cached values (kept between runs) are computed from inputs and constants alone
+    (lambda m: setattr(m.values[3], "kind", mf.Kind.CACHED), "graph output 0 names value 3, a cached"),
+    (lambda m: relu_caches_an_output_value(m),
+     "writes a cached value from value 2, which is neither an input"),
 ])
 def test_inconsistent_models_are_clear_errors(edit, message):
     with pytest.raises(ValueError, match=message):
@@ -290,23 +302,32 @@ def test_concurrent_runs_from_four_threads_match_sequential_runs():
 
 def test_counters_count_loads_runs_and_kernels():
     C.reset_counters()
-    assert C.counters() == {"models_loaded": 0, "models_run": 0, "kernels_executed": 0}
+    assert C.counters() == {"models_loaded": 0, "models_run": 0, "kernels_executed": 0, "conversions_reused": 0}
     g, _ = mlp_builder()
     model = g.load()
     model.run([random((8, 16))])
     model.run([random((8, 16))])
-    assert C.counters() == {"models_loaded": 1, "models_run": 2, "kernels_executed": 10}
+    assert C.counters() == {"models_loaded": 1, "models_run": 2, "kernels_executed": 10, "conversions_reused": 0}
     failing = division_model()   # Neg completes, FloorDiv fails: one kernel, no run
     with pytest.raises(RuntimeError):
         failing.run([np.ones(4, np.int32), np.zeros(4, np.int32)])
-    assert C.counters() == {"models_loaded": 2, "models_run": 2, "kernels_executed": 11}
+    assert C.counters() == {"models_loaded": 2, "models_run": 2, "kernels_executed": 11, "conversions_reused": 0}
     with pytest.raises(ValueError):
         C.load_model(b"garbage")
     assert C.counters()["models_loaded"] == 2
     C.reset_counters()
-    assert C.counters() == {"models_loaded": 0, "models_run": 0, "kernels_executed": 0}
+    assert C.counters() == {"models_loaded": 0, "models_run": 0, "kernels_executed": 0, "conversions_reused": 0}
 
 
 def test_every_required_kernel_is_registered():
     missing = sorted(set(REQUIRED_KERNELS) - set(C.registered_kernels()))
     assert not missing
+
+
+def test_a_cached_value_no_kernel_writes_reads_as_zeros():
+    """A corrupt model may read a CACHED value nothing computes: zeros, never a crash."""
+    def const_becomes_cached(m):
+        m.values[1].kind, m.values[1].where = mf.Kind.CACHED, 0
+    x = np.array([[1, -2, 3], [-4, 5, -6]], np.float32)
+    got = C.load_model(model_with(const_becomes_cached)).run([x])[0]
+    np.testing.assert_array_equal(got, np.maximum(x, 0))

@@ -203,7 +203,10 @@ def test_enable_profiling_writes_a_chrome_trace(tmp_path):
     models = [e for e in evs if e.get("cat") == "model"]
     kernels = [e for e in evs if e.get("cat") == "kernel"]
     assert [m["args"]["step"] for m in models] == [0, 1, 2]
-    assert len(kernels) == 3 * models[0]["args"]["kernels"]
+    per_run = [sum(k["args"]["step"] == step for k in kernels) for step in range(3)]
+    # the first run launches every kernel; later ones skip the weight conversions the model
+    # keeps (CACHED values, tests/test_weight_cache.py)
+    assert per_run[0] == models[0]["args"]["kernels"] and per_run[1] == per_run[2] <= per_run[0]
     for k in kernels:
         assert k["ph"] == "X" and k["dur"] >= 0 and k["args"]["bytes"] > 0
         assert {"kernel", "node", "model", "step", "index"} <= set(k["args"])

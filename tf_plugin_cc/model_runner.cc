@@ -257,7 +257,16 @@ absl::Status RunModel(tensorflow::OpKernelContext* ctx, npu::CompiledModel& mode
   npurtStream stream = nullptr;
   absl::Status s = ComputeStream(ctx, &stream);
   if (!s.ok()) return s;
-  npu::Status ran = model.Run(stream, in_ptrs, out_ptrs);
+  // Inputs the model converts into cached values (weights into FRACTAL_Z) get an owner: a
+  // reference to the tensor. While the model holds it, TF's writers (variable updates copy a
+  // buffer a reader shares; kernels forward only unshared buffers) leave these bytes alone and
+  // nothing reallocates them, so the same buffer on the next run means the same weights.
+  std::vector<npu::CompiledModel::InputOwner> owners;
+  if (!model.cached_inputs().empty()) {
+    owners.resize(inputs.size());
+    for (uint32_t i : model.cached_inputs()) owners[i] = std::make_shared<const Tensor>(*inputs[i]);
+  }
+  npu::Status ran = model.Run(stream, in_ptrs, out_ptrs, owners.empty() ? nullptr : &owners);
   if (!ran.ok()) return ErrorStatus(absl::StrCat("running '", model.name(), "' on the NPU"), ran);
   for (Staged& o : staged) {
     npurtError e = npurtMemcpy(o.out->data(), o.staging.data(), o.out->TotalBytes(), o.kind);

@@ -13,7 +13,7 @@ import numpy as np
 from graph_engine.ops.formats import Format  # noqa: F401  (a tensor's storage format)
 
 MAGIC = b"NPUOM\0\0\0"
-VERSION = 1
+VERSION = 2             # 2: value kind CACHED
 CONST_ALIGNMENT = 64
 
 
@@ -22,6 +22,7 @@ class Kind(enum.IntEnum):
     CONST = 1
     ARENA = 2
     OUTPUT = 3
+    CACHED = 4             # an input's conversion kept between runs (docs/compiled_model_format.md)
 
 
 class AttrType(enum.IntEnum):
@@ -39,7 +40,8 @@ class Value:
     dims: tuple
     nbytes: int
     kind: Kind
-    where: int                 # input index, const offset, arena offset or output index
+    where: int                 # input index, const offset, arena offset, output index
+                               # or offset in the cached region
     format: Format = Format.ND
 
 
@@ -62,6 +64,10 @@ class Model:
     arena_bytes: int = 0
     const_blob: bytes = b""
     metadata: str = "{}"
+
+    def cached_bytes(self):
+        """Size of the region of CACHED values (the runtime derives it the same way)."""
+        return max((v.where + v.nbytes for v in self.values if v.kind == Kind.CACHED), default=0)
 
     def const_array(self, value_id):
         """The constant `value_id` as a numpy array (ND formats only)."""

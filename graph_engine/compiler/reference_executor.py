@@ -40,6 +40,7 @@ def run(model, inputs):
         raise ExecutionError(f"model {model.name!r} takes {len(model.inputs)} inputs, "
                              f"got {len(inputs)}")
     arena = bytearray(model.arena_bytes)
+    cached = bytearray(model.cached_bytes())
     env = {}                     # value id -> storage array
     for vid, v in enumerate(model.values):
         if v.format == mf.Format.FRACTAL_NZ:
@@ -58,6 +59,8 @@ def run(model, inputs):
                                      int(np.prod(shape)), v.where).reshape(shape)
         elif v.kind == mf.Kind.ARENA:
             env[vid] = _view(arena, v.where, v)
+        elif v.kind == mf.Kind.CACHED:           # this executor keeps nothing between runs
+            env[vid] = _view(cached, v.where, v)
         else:
             env[vid] = np.empty(shape, dt.numpy_dtype(v.dtype))
 

@@ -50,11 +50,15 @@ def build_model(c) -> mf.Model:
         "inputs": [_desc(n, v) for n, v in zip(p.input_names, p.inputs)],
         "outputs": [_desc(n, v) for n, v in zip(p.output_names, p.outputs)],
         "kernels": [k.kernel for k in p.kernels],
-        # per-step conversions of weights (graph inputs, e.g. variables) into FRACTAL_Z, apart
-        # from the activation TransData at layout boundaries
-        "weight_transdata": sum(k.kernel == "TransData"
-                                and k.attrs.get("dst_format") == mf.Format.FRACTAL_Z
+        # conversions of weights (graph inputs, e.g. variables) into FRACTAL_Z that run on every
+        # step, apart from the activation TransData at layout boundaries; those kept between
+        # runs (CACHED values, converted again only when the input changes) are counted apart
+        "weight_transdata": sum(_weight_transdata(k) and plan.kind.get(k.outputs[0]) != mf.Kind.CACHED
                                 for k in p.kernels),
+        "cached_weight_transdata": sum(_weight_transdata(k) and plan.kind.get(k.outputs[0]) == mf.Kind.CACHED
+                                       for k in p.kernels),
+        "cached_conversions": plan.cached_conversions,
+        "cached_bytes": plan.cached_bytes,
         "arena_bytes": plan.arena_bytes,
         "live_bytes_lower_bound": plan.lower_bound_bytes,
         "no_reuse_bytes": plan.no_reuse_bytes,
@@ -70,6 +74,10 @@ def build_model(c) -> mf.Model:
     return mf.Model(name=c.name, values=values, kernels=kernels, inputs=inputs, outputs=outputs,
                     arena_bytes=plan.arena_bytes, const_blob=bytes(blob),
                     metadata=json.dumps(metadata, default=str))
+
+
+def _weight_transdata(k):
+    return k.kernel == "TransData" and k.attrs.get("dst_format") == mf.Format.FRACTAL_Z
 
 
 # Kernels the engine inserts that only change a value's storage format or precision: a value

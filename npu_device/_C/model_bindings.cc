@@ -242,7 +242,8 @@ void RegisterModel(py::module_& m) {
     d["models_loaded"] = c.models_loaded;
     d["models_run"] = c.models_run;
     d["kernels_executed"] = c.kernels_executed;
+    d["conversions_reused"] = c.conversions_reused;
     return d;
-  }, "Executor counters: models_loaded, models_run, kernels_executed");
+  }, "Executor counters: models_loaded, models_run, kernels_executed, conversions_reused");
   m.def("reset_counters", &npurtResetCounters, "Sets the executor counters to zero");
 }

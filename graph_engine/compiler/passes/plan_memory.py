@@ -7,6 +7,11 @@ in place (Op.inplace) takes the buffer of an input of the same storage size and 
 last use is that kernel. A buffer holding a graph input, a constant or a graph output lives
 there, not in the arena.
 
+Conversions of graph inputs into a weight format (TransData to FRACTAL_Z and what computes its
+input from graph inputs alone: `cached_conversions`) are CACHED values: they live in a region of their own that
+outlasts the run, so the runtime converts a weight once and reuses the result while the input
+is unchanged (the caller vouches for that; docs/compiled_model_format.md, "Cached values").
+
 Liveness runs over the kernel order: a buffer lives from the kernel that writes it to the last
 kernel that reads any of its values. Offsets: best fit (each buffer takes the smallest gap
 between already-placed buffers whose lifetimes overlap its own), visiting buffers in three
@@ -21,6 +26,7 @@ import numpy as np
 
 from graph_engine import ops
 from graph_engine.ops import dtypes as dt
+from graph_engine.ops.formats import Format
 from graph_engine.ops.errors import OutOfMemoryError
 from graph_engine.compiler.model_format import Kind
 from graph_engine.compiler.passes.infer_shapes import device_memory
@@ -54,6 +60,8 @@ class Plan:
     strategy: str = ""      # the offset order that won
     inplace: int = 0        # kernel outputs written over a dying input
     aliased: int = 0        # values sharing their input's bytes without a kernel
+    cached_bytes: int = 0   # the region of CACHED values (input conversions kept between runs)
+    cached_conversions: int = 0   # kernels that write them
 
 
 class Buffers:
@@ -125,6 +133,39 @@ def best_fit(life, size, order):
     return {v: int(o) for v, o in zip(values, start)}
 
 
+# Storage formats of contraction weights: a graph input converted into one is a weight arriving
+# per step (a variable's value), worth converting once.
+WEIGHT_FORMATS = (Format.FRACTAL_Z,)
+
+
+def cached_conversions(program, buffers, kind):
+    """The kernels that compute a value in a weight format from graph inputs and constants
+    alone, and the kernels before them on the way (Casts, inference batch-norm folded into the
+    filter): their outputs can be kept between runs. GE kernels are functions of their inputs
+    (the runtime has no stateful kernels), so equal inputs give equal results."""
+    from_inputs = set()             # outputs of kernels that read graph inputs/constants only
+    for k in program.kernels:
+        if all(kind.get(buffers.root(x)) in (Kind.INPUT, Kind.CONST)
+               or buffers.root(x) in from_inputs for x in k.inputs):
+            from_inputs.update(k.outputs)
+    wanted = {v for v in from_inputs if v.format in WEIGHT_FORMATS}
+    for k in reversed(program.kernels):       # and what those are computed from
+        if any(v in wanted for v in k.outputs):
+            wanted.update(k.outputs)
+            wanted.update(buffers.root(x) for x in k.inputs if buffers.root(x) in from_inputs)
+    # A graph output (or a name sharing its bytes) is the caller's to keep, not ours.
+    returned = {buffers.root(v) for v in program.outputs}
+    cached, kept = [], set()
+    for k in program.kernels:
+        if (k.outputs and any(v in wanted for v in k.outputs)
+                and not any(v in returned for v in k.outputs)
+                and all(kind.get(buffers.root(x)) in (Kind.INPUT, Kind.CONST)
+                        or buffers.root(x) in kept for x in k.inputs)):
+            cached.append(k)
+            kept.update(k.outputs)
+    return cached
+
+
 def _in_place(program, buffers, kind, last_read):
     """Lets outputs of in-place ops take the buffer of an input that dies at their kernel."""
     last_use = {}                                       # arena buffer root -> last read so far
@@ -169,6 +210,11 @@ def run(c):
         # reference executor gives every output value its own array).
         if v not in kind and v in produced_set and v not in shared:
             kind[v], where[v] = Kind.OUTPUT, i
+    cached = cached_conversions(p, buffers, kind)
+    cached_bytes = 0
+    for v in (v for k in cached for v in k.outputs):
+        kind[v], where[v] = Kind.CACHED, cached_bytes
+        cached_bytes += align(max(nbytes(v), 1))
     last_read = last_reads(p)
     for i, v in enumerate(p.outputs):                   # outputs are read after the last kernel
         last_read[v] = len(p.kernels)
@@ -199,7 +245,8 @@ def run(c):
     c.plan = Plan(kind=kind, where=where, lifetime=life, arena_bytes=end(plans[strategy]),
                   lower_bound_bytes=int(live_at.max(initial=0)), no_reuse_bytes=no_reuse,
                   storage={v: buffers.root(v) for v in members}, strategy=strategy,
-                  inplace=inplace, aliased=len(p.aliases))
+                  inplace=inplace, aliased=len(p.aliases), cached_bytes=cached_bytes,
+                  cached_conversions=len(cached))
     limit = c.options.get("graph_memory_max_size")
     if limit and c.plan.arena_bytes > limit:
         raise OutOfMemoryError(f"graph {c.name!r} needs {c.plan.arena_bytes} bytes of working memory "
@@ -211,10 +258,12 @@ def run(c):
     if hbm is not None:
         const_bytes = sum(nbytes(v) for v in set(p.constants))
         out_bytes = sum(nbytes(v) for v in p.outputs)
-        need = c.plan.arena_bytes + const_bytes + out_bytes
+        need = c.plan.arena_bytes + const_bytes + out_bytes + cached_bytes
         if need > hbm:
             raise OutOfMemoryError(f"graph {c.name!r} needs {need} bytes of device memory "
                                    f"({c.plan.arena_bytes} working memory, {const_bytes} constants, "
-                                   f"{out_bytes} results); the NPU has {hbm} bytes (hbm_size)")
+                                   f"{out_bytes} results, {cached_bytes} converted weights); "
+                                   f"the NPU has {hbm} bytes (hbm_size)")
     return {"arena_bytes": c.plan.arena_bytes, "lower_bound": c.plan.lower_bound_bytes,
-            "inplace": inplace, "aliased": c.plan.aliased, "strategy": strategy}
+            "inplace": inplace, "aliased": c.plan.aliased, "strategy": strategy,
+            "cached_bytes": cached_bytes, "cached_conversions": len(cached)}

@@ -4,11 +4,18 @@
 // and attributes then) and uploads the constant blob to device memory. Everything built at
 // load is read-only afterwards; each Run allocates its own arena, so runs may overlap.
 //
+// Cached values (conversions of inputs into the NPU's weight formats, compiled as kCached) live
+// in a region of the model that outlasts a run: the steps that write them are skipped while the
+// inputs they read are the buffers of the last successful run and the caller holds an owner of
+// each (a promise the bytes did not change). Runs of such a model take turns on that region.
+//
 // Observers (npurt/observer.h: tensor dumps, profilers) see every kernel step of the runs they
 // watch; with none registered, Execute is the plain loop after one relaxed atomic load.
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <exception>
+#include <mutex>
 #include <new>
 
 #include "executor/counters.h"
@@ -52,12 +59,15 @@ struct Step {
   size_t in_begin, out_begin;   // into the run's flat operand arrays
   size_t n_in, n_out;
   bool deterministic = false;   // attr _deterministic: partitions independent of the threads
+  bool cached = false;          // writes cached values: skipped while its inputs are unchanged
+  std::vector<uint32_t> cached_from;   // the graph inputs those values are computed from
 };
 
 class Model : public CompiledModel {
  public:
   ~Model() override {
     if (const_dev_ != nullptr) npurtFree(device_, const_dev_);
+    if (cached_dev_ != nullptr) npurtFree(device_, cached_dev_);
   }
 
   Status Init(const ModelDef& def, int32_t device);
@@ -67,6 +77,7 @@ class Model : public CompiledModel {
   const std::vector<TensorDesc>& outputs() const override { return outputs_; }
   const std::string& metadata() const override { return metadata_; }
   uint64_t arena_bytes() const override { return arena_bytes_; }
+  const std::vector<uint32_t>& cached_inputs() const override { return cached_inputs_; }
   std::vector<std::string> kernel_names() const override {
     std::vector<std::string> names;
     for (const Step& s : steps_) names.push_back(s.kernel);
@@ -74,7 +85,7 @@ class Model : public CompiledModel {
   }
 
   Status Run(npurtStream stream, const std::vector<const void*>& inputs,
-             const std::vector<void*>& outputs) override;
+             const std::vector<void*>& outputs, const std::vector<InputOwner>* owners) override;
 
  private:
   // One Run's state, shared with its host function on the stream.
@@ -86,12 +97,21 @@ class Model : public CompiledModel {
     uint64_t executed = 0;
     uint64_t step = 0;                     // runs of this model before this one
     npurtStream stream = nullptr;
+    std::vector<char> skip;                // per step: its cached values are still valid
     Status status;
   };
+  // Which cached steps this run may skip (cache_mu_ held).
+  void PlanCachedSteps(const std::vector<const void*>& inputs,
+                       const std::vector<InputOwner>* owners, RunState& s);
+  // After the run (cache_mu_ held): what the cached region now holds is valid for these inputs
+  // only if the run succeeded and the caller vouched for them.
+  void KeepCachedInputs(const std::vector<const void*>& inputs,
+                        const std::vector<InputOwner>* owners, bool ok);
   static void Execute(void* state);
   // Computes one kernel step; a failure also becomes s.status, naming the node.
   static Status RunStep(const Step& step, RunState& s);
   static void ExecuteObserved(RunState& s);
+  void FindCachedInputs(const ModelDef& def);
 
   std::string name_, metadata_;
   std::vector<TensorDesc> inputs_, outputs_;
@@ -102,6 +122,15 @@ class Model : public CompiledModel {
   std::vector<uint32_t> in_ids_, out_ids_;   // flat kernel operand lists
   std::vector<Step> steps_;
   void* const_dev_ = nullptr;
+  // Cached values: their region, the steps' inputs, and the owners and buffers of the last run.
+  uint64_t cached_bytes_ = 0;
+  bool has_cached_steps_ = false;
+  std::vector<uint32_t> cached_inputs_;
+  std::mutex cache_mu_;
+  void* cached_dev_ = nullptr;
+  bool cached_valid_ = false;
+  std::vector<InputOwner> held_;
+  std::vector<const void*> held_buffers_;
   ModelInfo info_;                          // what observers see of this model
   mutable std::atomic<uint64_t> runs_{0};   // Run calls so far: the step number of the next
 };
@@ -153,10 +182,27 @@ Status Model::Init(const ModelDef& def, int32_t device) {
     if (!step.impl) return Status::Error(where + "the factory built no kernel");
     if (AllEmpty(kd.outputs) && !step.impl->ChecksValues())
       step.impl = std::make_unique<EmptyOutputs>();   // validated, never run
+    step.cached = std::any_of(n.outputs.begin(), n.outputs.end(),
+                              [&](uint32_t id) { return def.values[id].kind == ValueKind::kCached; });
     in_ids_.insert(in_ids_.end(), n.inputs.begin(), n.inputs.end());
     out_ids_.insert(out_ids_.end(), n.outputs.begin(), n.outputs.end());
     steps_.push_back(std::move(step));
     info_.steps.push_back(ObservedStep{n.kernel, n.node, n.inputs, n.outputs});
+  }
+
+  FindCachedInputs(def);
+  if (cached_bytes_ > 0) {
+    // Zeroed: a (corrupt) model may read a cached value no kernel writes.
+    npurtError err = npurtMalloc(device, &cached_dev_, cached_bytes_);
+    if (err != NPURT_SUCCESS) {
+      cached_dev_ = nullptr;
+      return Status::Error("cannot allocate the " + std::to_string(cached_bytes_) +
+                               "-byte region of cached values (converted weights): " +
+                               RuntimeError("npurtMalloc", err),
+                           err == NPURT_ERROR_OUT_OF_MEMORY ? kCodeResourceExhausted : 0);
+    }
+    if ((err = npurtMemset(cached_dev_, 0, cached_bytes_)) != NPURT_SUCCESS)
+      return Status::Error("cannot clear the region of cached values: " + RuntimeError("npurtMemset", err));
   }
 
   if (def.const_len > 0) {
@@ -171,6 +217,67 @@ Status Model::Init(const ModelDef& def, int32_t device) {
       return Status::Error("cannot upload constants: " + RuntimeError("npurtMemcpy", err));
   }
   return Status::Ok();
+}
+
+// The graph inputs each cached step computes from, through earlier cached steps (the model
+// reader checked that cached steps read only inputs, constants and cached values). A cached
+// value no earlier step wrote (a name sharing another's bytes) counts as computed from every
+// input seen so far.
+void Model::FindCachedInputs(const ModelDef& def) {
+  cached_bytes_ = def.cached_bytes;
+  std::vector<std::vector<uint32_t>> from(def.values.size());
+  std::vector<char> written(def.values.size(), 0);   // by an earlier cached step
+  std::vector<uint32_t> seen;
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    Step& step = steps_[i];
+    if (!step.cached) continue;
+    has_cached_steps_ = true;
+    for (uint32_t id : def.nodes[i].inputs) {
+      const ValueDef& v = def.values[id];
+      if (v.kind == ValueKind::kInput) step.cached_from.push_back(static_cast<uint32_t>(v.where));
+      if (v.kind != ValueKind::kCached) continue;
+      const std::vector<uint32_t>& more = written[id] ? from[id] : seen;
+      step.cached_from.insert(step.cached_from.end(), more.begin(), more.end());
+    }
+    std::sort(step.cached_from.begin(), step.cached_from.end());
+    step.cached_from.erase(std::unique(step.cached_from.begin(), step.cached_from.end()),
+                           step.cached_from.end());
+    for (uint32_t id : def.nodes[i].outputs) {
+      from[id] = step.cached_from;
+      written[id] = 1;
+    }
+    seen.insert(seen.end(), step.cached_from.begin(), step.cached_from.end());
+  }
+  std::sort(seen.begin(), seen.end());
+  seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
+  cached_inputs_ = std::move(seen);
+}
+
+void Model::PlanCachedSteps(const std::vector<const void*>& inputs,
+                            const std::vector<InputOwner>* owners, RunState& s) {
+  std::vector<char> unchanged(inputs.size(), 0);
+  if (cached_valid_ && owners != nullptr && owners->size() == inputs.size())
+    for (uint32_t i : cached_inputs_)
+      unchanged[i] = (*owners)[i] != nullptr && held_[i] != nullptr && inputs[i] == held_buffers_[i];
+  s.skip.assign(steps_.size(), 0);
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    const Step& step = steps_[i];
+    if (!step.cached || !cached_valid_) continue;
+    s.skip[i] = std::all_of(step.cached_from.begin(), step.cached_from.end(),
+                            [&](uint32_t in) { return unchanged[in] != 0; });
+  }
+}
+
+void Model::KeepCachedInputs(const std::vector<const void*>& inputs,
+                             const std::vector<InputOwner>* owners, bool ok) {
+  cached_valid_ = ok;
+  held_.assign(inputs.size(), nullptr);
+  held_buffers_.assign(inputs.size(), nullptr);
+  if (!ok || owners == nullptr || owners->size() != inputs.size()) return;
+  for (uint32_t i : cached_inputs_) {
+    held_[i] = (*owners)[i];
+    held_buffers_[i] = inputs[i];
+  }
 }
 
 Status Model::RunStep(const Step& step, RunState& s) {
@@ -196,8 +303,11 @@ void Model::Execute(void* p) {
   RunState& s = *static_cast<RunState*>(p);
   kernels::FlushDenormalsScope flush;   // as TF's CPU kernels compute
   if (ObserversActive()) return ExecuteObserved(s);
-  for (const Step& step : s.model->steps_)
-    if (!RunStep(step, s).ok()) return;
+  const std::vector<Step>& steps = s.model->steps_;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    if (!s.skip.empty() && s.skip[i]) continue;
+    if (!RunStep(steps[i], s).ok()) return;
+  }
 }
 
 // The same loop with the hooks of every observer that watches this run around each kernel. An
@@ -222,9 +332,10 @@ void Model::ExecuteObserved(RunState& s) {
       }
     }
   }
+  const auto skipped = [&s](size_t i) { return !s.skip.empty() && s.skip[i]; };
   if (watchers.empty()) {
-    for (const Step& step : m.steps_)
-      if (!RunStep(step, s).ok()) return;
+    for (size_t i = 0; i < m.steps_.size(); ++i)
+      if (!skipped(i) && !RunStep(m.steps_[i], s).ok()) return;
     return;
   }
   auto each = [&watchers](auto&& hook) {
@@ -239,6 +350,7 @@ void Model::ExecuteObserved(RunState& s) {
     }
   };
   for (size_t i = 0; i < m.steps_.size(); ++i) {
+    if (skipped(i)) continue;   // its cached values are already in place
     const Step& step = m.steps_[i];
     const KernelView view{&run, static_cast<uint32_t>(i), &m.info_.steps[i],
                           s.in_operands.data() + step.in_begin, s.out_operands.data() + step.out_begin};
@@ -258,7 +370,7 @@ void Model::ExecuteObserved(RunState& s) {
 }
 
 Status Model::Run(npurtStream stream, const std::vector<const void*>& inputs,
-                  const std::vector<void*>& outputs) {
+                  const std::vector<void*>& outputs, const std::vector<InputOwner>* owners) {
   if (stream == nullptr) return Status::Error("Run: stream is null");
   if (inputs.size() != inputs_.size() || outputs.size() != outputs_.size())
     return Status::Error("model '" + name_ + "' takes " + std::to_string(inputs_.size()) + " inputs and " +
@@ -269,6 +381,12 @@ Status Model::Run(npurtStream stream, const std::vector<const void*>& inputs,
   for (size_t i = 0; i < outputs.size(); ++i)
     if (outputs[i] == nullptr && outputs_[i].nbytes) return Status::Error("output " + std::to_string(i) + " is null");
 
+  std::unique_lock<std::mutex> cache_lock(cache_mu_, std::defer_lock);
+  RunState state;
+  if (has_cached_steps_) {
+    cache_lock.lock();
+    PlanCachedSteps(inputs, owners, state);
+  }
   void* arena = nullptr;
   if (arena_bytes_ > 0) {
     if (npurtError err = npurtMalloc(device_, &arena, arena_bytes_); err != NPURT_SUCCESS)
@@ -276,7 +394,6 @@ Status Model::Run(npurtStream stream, const std::vector<const void*>& inputs,
                                name_ + "': " + RuntimeError("npurtMalloc", err),
                            err == NPURT_ERROR_OUT_OF_MEMORY ? kCodeResourceExhausted : 0);
   }
-  RunState state;
   state.model = this;
   state.step = runs_.fetch_add(1, std::memory_order_relaxed);
   state.stream = stream;
@@ -288,6 +405,7 @@ Status Model::Run(npurtStream stream, const std::vector<const void*>& inputs,
       case ValueKind::kOutput: state.values[id] = outputs[v.where]; break;
       case ValueKind::kConst: state.values[id] = static_cast<char*>(const_dev_) + v.where; break;
       case ValueKind::kArena: state.values[id] = static_cast<char*>(arena) + v.where; break;
+      case ValueKind::kCached: state.values[id] = static_cast<char*>(cached_dev_) + v.where; break;
     }
   }
   for (uint32_t id : in_ids_) state.in_operands.push_back(state.values[id]);
@@ -311,6 +429,10 @@ Status Model::Run(npurtStream stream, const std::vector<const void*>& inputs,
   if (arena != nullptr) npurtFree(device_, arena);
   CountKernelsExecuted(state.executed);
   if (status.ok()) status = state.status;
+  if (has_cached_steps_) {
+    KeepCachedInputs(inputs, owners, status.ok());
+    if (status.ok()) CountConversionsReused(std::count(state.skip.begin(), state.skip.end(), 1));
+  }
   if (status.ok()) CountModelRun();
   return status;
 }

@@ -7,13 +7,14 @@
 namespace npu {
 namespace {
 
-std::atomic<uint64_t> g_loaded{0}, g_run{0}, g_kernels{0};
+std::atomic<uint64_t> g_loaded{0}, g_run{0}, g_kernels{0}, g_reused{0};
 
 }  // namespace
 
 void CountModelLoaded() { g_loaded.fetch_add(1, std::memory_order_relaxed); }
 void CountKernelsExecuted(uint64_t n) { g_kernels.fetch_add(n, std::memory_order_relaxed); }
 void CountModelRun() { g_run.fetch_add(1, std::memory_order_relaxed); }
+void CountConversionsReused(uint64_t n) { g_reused.fetch_add(n, std::memory_order_relaxed); }
 
 }  // namespace npu
 
@@ -24,12 +25,14 @@ void npurtGetCounters(npurtCounters* counters) {
   counters->models_loaded = npu::g_loaded.load(std::memory_order_relaxed);
   counters->models_run = npu::g_run.load(std::memory_order_relaxed);
   counters->kernels_executed = npu::g_kernels.load(std::memory_order_relaxed);
+  counters->conversions_reused = npu::g_reused.load(std::memory_order_relaxed);
 }
 
 void npurtResetCounters(void) {
   npu::g_loaded.store(0);
   npu::g_run.store(0);
   npu::g_kernels.store(0);
+  npu::g_reused.store(0);
 }
 
 }  // extern "C"

@@ -9,6 +9,7 @@ namespace npu {
 void CountModelLoaded();                  // a CompiledModel::Load succeeded
 void CountKernelsExecuted(uint64_t n);    // kernels that completed, whether or not the run did
 void CountModelRun();                     // a Run completed without error
+void CountConversionsReused(uint64_t n);  // cached steps a Run skipped (their values were valid)
 
 }  // namespace npu
 

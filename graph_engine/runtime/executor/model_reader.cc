@@ -1,5 +1,6 @@
 #include "executor/model_reader.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "kernels/dtype.h"
@@ -10,7 +11,7 @@ namespace npu {
 namespace {
 
 constexpr char kMagic[8] = {'N', 'P', 'U', 'O', 'M', 0, 0, 0};
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;   // 2: value kind kCached
 constexpr size_t kHeaderSize = 24;
 
 // Little-endian reads from the payload. The first failure sticks: later reads return zeros
@@ -187,7 +188,7 @@ Status Validate(const ModelDef& m) {
       return Corrupt(ValueName(id) + " " + kernels::DTypeName(d.dtype) + kernels::ShapeString(d.dims) +
                      " in format " + kernels::FormatName(d.format) + " needs " + std::to_string(bytes) +
                      " bytes of storage but has nbytes " + std::to_string(d.nbytes));
-    if ((v.kind == ValueKind::kConst || v.kind == ValueKind::kArena) &&
+    if ((v.kind == ValueKind::kConst || v.kind == ValueKind::kArena || v.kind == ValueKind::kCached) &&
         v.where % kernels::DTypeSize(d.dtype) != 0)
       return Corrupt(ValueName(id) + " at offset " + std::to_string(v.where) +
                      " is not aligned to its element size");
@@ -216,6 +217,10 @@ Status Validate(const ModelDef& m) {
           return Corrupt(ValueName(id) + " lies outside the arena (" + std::to_string(m.arena_bytes) +
                          " bytes)");
         break;
+      case ValueKind::kCached:   // the region is as large as its values (ParseModel)
+        if (v.where > (uint64_t{1} << 48))
+          return Corrupt(ValueName(id) + " lies implausibly far into the cached region");
+        break;
       default:
         return Corrupt(ValueName(id) + " has unknown kind " + std::to_string(static_cast<int>(v.kind)));
     }
@@ -226,9 +231,13 @@ Status Validate(const ModelDef& m) {
       return Corrupt("graph input " + std::to_string(i) + " names " + ValueName(id) +
                      ", which is not an INPUT value with that index");
   }
-  for (size_t i = 0; i < m.outputs.size(); ++i)
+  for (size_t i = 0; i < m.outputs.size(); ++i) {
     if (m.outputs[i] >= n_values)
       return Corrupt("graph output " + std::to_string(i) + " names missing " + ValueName(m.outputs[i]));
+    if (m.values[m.outputs[i]].kind == ValueKind::kCached)
+      return Corrupt("graph output " + std::to_string(i) + " names " + ValueName(m.outputs[i]) +
+                     ", a cached value (the model keeps those)");
+  }
   for (const NodeDef& k : m.nodes) {
     for (uint32_t id : k.inputs)
       if (id >= n_values)
@@ -240,6 +249,18 @@ Status Validate(const ModelDef& m) {
       if (kind == ValueKind::kInput || kind == ValueKind::kConst)
         return Corrupt("node '" + k.node + "' writes " + ValueName(id) + ", which is a graph " +
                        (kind == ValueKind::kInput ? "input" : "constant"));
+    }
+    // A cached value is computed from inputs and constants alone, by a node that writes nothing
+    // else: the executor may skip that node while its inputs are unchanged.
+    const auto cached = [&](uint32_t id) { return m.values[id].kind == ValueKind::kCached; };
+    const bool writes_cached = std::any_of(k.outputs.begin(), k.outputs.end(), cached);
+    if (writes_cached && !std::all_of(k.outputs.begin(), k.outputs.end(), cached))
+      return Corrupt("node '" + k.node + "' writes cached and per-run values together");
+    for (uint32_t id : k.inputs) {
+      const ValueKind kind = m.values[id].kind;
+      if (writes_cached && kind != ValueKind::kInput && kind != ValueKind::kConst && !cached(id))
+        return Corrupt("node '" + k.node + "' writes a cached value from " + ValueName(id) +
+                       ", which is neither an input, a constant nor a cached value");
     }
   }
   return Status::Ok();
@@ -314,7 +335,10 @@ Status ParseModel(const void* data, size_t size, ModelDef* m) {
   if (r.ok() && r.remaining() != 0)
     r.Fail(std::to_string(r.remaining()) + " unexpected trailing bytes");
   if (!r.ok()) return Corrupt(r.error());
-  return Validate(*m);
+  NPU_RETURN_IF_ERROR(Validate(*m));
+  for (const ValueDef& v : m->values)
+    if (v.kind == ValueKind::kCached) m->cached_bytes = std::max(m->cached_bytes, v.where + v.desc.nbytes);
+  return Status::Ok();
 }
 
 }  // namespace npu

@@ -13,12 +13,13 @@
 
 namespace npu {
 
-enum class ValueKind : uint8_t { kInput = 0, kConst = 1, kArena = 2, kOutput = 3 };
+// kCached: a conversion of inputs kept between runs, at an offset in the model's cached region.
+enum class ValueKind : uint8_t { kInput = 0, kConst = 1, kArena = 2, kOutput = 3, kCached = 4 };
 
 struct ValueDef {
   TensorDesc desc;
   ValueKind kind;
-  uint64_t where;   // input index, offset in the const blob or arena, or output index
+  uint64_t where;   // input index, offset in the const blob, arena or cached region, or output index
 };
 
 struct NodeDef {
@@ -35,6 +36,7 @@ struct ModelDef {
   std::vector<NodeDef> nodes;
   const uint8_t* const_blob = nullptr;      // points into the parsed buffer
   uint64_t const_len = 0;
+  uint64_t cached_bytes = 0;                // derived: the end of the last kCached value
 };
 
 uint32_t Crc32(const uint8_t* data, size_t size);   // zlib's CRC-32

@@ -50,11 +50,26 @@ class NPURT_API CompiledModel {
   virtual std::vector<std::string> kernel_names() const = 0;
   virtual uint64_t arena_bytes() const = 0;
 
+  // A caller's promise that an input buffer's bytes do not change while this lives (TF: a
+  // reference to the tensor, since TF's writers copy a buffer a reader shares before writing).
+  using InputOwner = std::shared_ptr<const void>;
+
+  // Inputs the model converts into CACHED values (weights into the NPU's formats), ascending.
+  virtual const std::vector<uint32_t>& cached_inputs() const = 0;
+
   // Runs the kernel sequence on `stream` (in order with earlier work on it) and waits for it.
   // Buffers are device pointers of the model's device; outputs are caller-allocated with
-  // outputs()[i].nbytes. Safe to call concurrently from several threads.
+  // outputs()[i].nbytes. Safe to call concurrently from several threads (runs of a model with
+  // cached values take turns). `owners`, if given, has one entry per input (null: no promise):
+  // a conversion into a CACHED value is skipped when every input it reads has an owner and the
+  // buffer of the last successful run, whose owners the model keeps.
   virtual Status Run(npurtStream stream, const std::vector<const void*>& inputs,
-                     const std::vector<void*>& outputs) = 0;
+                     const std::vector<void*>& outputs,
+                     const std::vector<InputOwner>* owners) = 0;
+  Status Run(npurtStream stream, const std::vector<const void*>& inputs,
+             const std::vector<void*>& outputs) {
+    return Run(stream, inputs, outputs, nullptr);
+  }
 };
 
 // Names of the kernels this runtime implements (TF op types and GE kernels), sorted.

@@ -147,6 +147,7 @@ typedef struct {
   uint64_t models_loaded;
   uint64_t models_run;
   uint64_t kernels_executed;
+  uint64_t conversions_reused;   // conversions into cached values skipped: already converted
 } npurtCounters;
 NPURT_API void npurtGetCounters(npurtCounters* counters);
 NPURT_API void npurtResetCounters(void);

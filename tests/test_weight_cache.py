@@ -1,0 +1,110 @@
+"""Weights converted once (issue 17): an inference graph's variable filters go into FRACTAL_Z
+(with inference batch norm folded in) as CACHED values the executor keeps between runs. The
+conversion is skipped while the weights are the same buffers, and runs again after any write
+to them: assign, assign_add/sub, an optimizer step, Keras fit. Results are checked against
+TensorFlow on the CPU with the same weights after every kind of write."""
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import npu_device  # noqa: F401  (registers the NPU)
+from graph_engine.compiler import compile as ge_compile
+from npu_device import runtime
+
+pytestmark = pytest.mark.timeout(600)
+NPU = "/device:NPU:0"
+
+
+def cnn(seed=0):
+    keras.utils.set_random_seed(seed)
+    return keras.Sequential([
+        keras.Input((12, 12, 3)),
+        keras.layers.Conv2D(8, 3, activation="relu"),
+        keras.layers.BatchNormalization(),
+        keras.layers.Conv2D(6, 3, padding="same"),
+        keras.layers.GlobalAveragePooling2D(),
+        keras.layers.Dense(4),
+    ])
+
+
+def cpu_reference(model, x):
+    """The model's inference on TF's CPU with the model's current weights."""
+    with tf.device("/CPU:0"):
+        twin = keras.models.clone_model(model)
+        twin.set_weights([w.numpy() for w in model.weights])
+        return twin(x, training=False).numpy()
+
+
+def reused():
+    return runtime.counters()["conversions_reused"]
+
+
+def check(model, infer, x):
+    got = infer(x).numpy()
+    np.testing.assert_allclose(got, cpu_reference(model, x), rtol=1e-4, atol=1e-4)
+    return got
+
+
+def test_inference_converts_weights_once_and_compiles_no_per_step_weight_transdata():
+    x = np.random.default_rng(1).standard_normal((3, 12, 12, 3)).astype(np.float32)
+    with tf.device(NPU):
+        model = cnn()
+        infer = tf.function(lambda t: model(t, training=False))
+        first = check(model, infer, x)
+        meta = [m for m in ge_compile.recent_compiles() if m.get("cached_conversions")]
+        assert meta, "no compiled model keeps converted weights"
+        assert all(m["weight_transdata"] == 0 for m in meta)
+        assert sum(m["cached_conversions"] for m in meta) >= 2     # two filters at least
+        before, kernels = reused(), runtime.counters()["kernels_executed"]
+        again = [infer(x).numpy() for _ in range(3)]
+        per_step = (runtime.counters()["kernels_executed"] - kernels) / 3
+    assert (reused() - before) / 3 >= 2
+    for y in again:
+        np.testing.assert_array_equal(y, first)
+    # the cached conversions are not launched: fewer kernels than in the first run
+    assert per_step < sum(len(m["kernels"]) for m in meta)
+
+
+@pytest.mark.parametrize("write", ["assign", "assign_add", "assign_sub", "optimizer", "tf1_apply"])
+def test_a_write_to_a_weight_is_seen_by_the_next_inference(write):
+    x = np.random.default_rng(2).standard_normal((2, 12, 12, 3)).astype(np.float32)
+    with tf.device(NPU):
+        model = cnn(seed=3)
+        infer = tf.function(lambda t: model(t, training=False))
+        before = check(model, infer, x)
+        infer(x)                                  # the conversions are cached now
+        kernel, gamma = model.layers[0].kernel, model.layers[1].gamma
+        delta = tf.fill(kernel.shape, 0.25)
+        if write == "assign":
+            kernel.assign(kernel * -1.5)
+            gamma.assign(gamma * 3.0)             # folded into the first filter
+        elif write == "assign_add":
+            kernel.assign_add(delta)
+        elif write == "assign_sub":
+            kernel.assign_sub(delta)
+        elif write == "optimizer":
+            opt = keras.optimizers.SGD(0.5)
+            opt.apply_gradients([(tf.ones_like(kernel), kernel)])
+        else:
+            tf.raw_ops.ResourceApplyGradientDescent(var=kernel.handle, alpha=tf.constant(0.5),
+                                                    delta=delta)
+        after = check(model, infer, x)
+        assert not np.allclose(after, before)
+        np.testing.assert_array_equal(infer(x).numpy(), after)   # and cached again
+
+
+def test_fit_with_validation_then_predict_matches_the_cpu_with_the_trained_weights():
+    """Training steps write the weights between validation passes that reuse conversions."""
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((45, 12, 12, 3)).astype(np.float32)   # 45: partial last batch
+    y = rng.integers(0, 4, 45)
+    with tf.device(NPU):
+        model = cnn(seed=5)
+        model.compile(keras.optimizers.Adam(0.01),
+                      keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        start = reused()
+        model.fit(x, y, batch_size=8, epochs=3, validation_data=(x[:20], y[:20]), verbose=0)
+        assert reused() > start                   # validation batches reused conversions
+        got = model.predict(x, batch_size=16, verbose=0)
+    np.testing.assert_allclose(got, cpu_reference(model, x), rtol=1e-4, atol=1e-4)
