@@ -32,7 +32,10 @@ def _ulps(got, want):
 
 @pytest.fixture(autouse=True)
 def npu_only():
+    soft = tf.config.get_soft_device_placement()
     tf.config.set_soft_device_placement(False)
+    yield
+    tf.config.set_soft_device_placement(soft)
 
 
 @pytest.mark.parametrize("op", sorted(OPS))
