@@ -7,7 +7,8 @@ Per shape, each side runs `reps` independent products C_i = A @ B_i in one call 
 compiled model of `reps` MatMul kernels, A an input, the B_i constants; TF: one tf.function of
 `reps` MatMuls with A and the B_i resident on the CPU); the fastest of several calls, NPU and
 CPU calls alternating, is divided by `reps`. The NPU call includes copying A in and the last C
-out; TF's includes fetching every C.
+out; TF's includes fetching every C. Each GFLOP/s is also given as a share of the machine's
+measured peak FP32 rate on the NPU's threads (benchmarks/roofline.py), the roofline.
 """
 import argparse
 import json
@@ -91,6 +92,38 @@ def bench(m, n, k, trans_a, trans_b, reps, repeat):
             "cpu_gflops": gflop / cpu_s, "ratio": cpu_s / npu_s}
 
 
+def _op(r):
+    return ("A^T" if r["trans_a"] else "A") + ("B^T" if r["trans_b"] else "B")
+
+
+def run_shapes(reps=4, repeat=7, peak=None, log=None):
+    """Every SHAPES row (bench's dict plus `what`, and npu/cpu_pct_of_peak when `peak`, a
+    benchmarks.roofline.measure() result, is given); `log(markdown line)` per row."""
+    rows = []
+    for m, n, k, ta, tb, what in SHAPES:
+        r = dict(bench(m, n, k, ta, tb, reps, repeat), what=what)
+        if peak:
+            r["npu_pct_of_peak"] = 100 * r["npu_gflops"] / peak["peak_gflops"]
+            r["cpu_pct_of_peak"] = 100 * r["cpu_gflops"] / peak["peak_gflops"]
+        rows.append(r)
+        if log:
+            log(table_line(r))
+    return rows
+
+
+TABLE_HEAD = ["| m | n | k | op | what | NPU ms (GFLOP/s, % of peak) | TF CPU ms (GFLOP/s, % of "
+              "peak) | CPU/NPU |", "|---|---|---|---|---|---|---|---|"]
+
+
+def table_line(r):
+    def cell(side):
+        pct = r.get(f"{side}_pct_of_peak")
+        return (f"{r[side + '_ms']:.3f} ({r[side + '_gflops']:.0f}"
+                + (f", {pct:.0f}%)" if pct is not None else ")"))
+    return (f"| {r['m']} | {r['n']} | {r['k']} | {_op(r)} | {r['what']} | {cell('npu')} "
+            f"| {cell('cpu')} | {r['ratio']:.2f} |")
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--reps", type=int, default=4, help="products per call (default 4)")
@@ -100,22 +133,17 @@ def main(argv=None):
     if a.reps < 1 or a.repeat < 1:
         p.error("--reps and --repeat must be at least 1")
     import npu_device  # noqa: F401  (loads the plugin before TensorFlow creates devices)
-    rows = []
-    lines = ["| m | n | k | op | what | NPU ms (GFLOP/s) | TF CPU ms (GFLOP/s) | CPU/NPU |",
-             "|---|---|---|---|---|---|---|---|"]
-    for m, n, k, ta, tb, what in SHAPES:
-        r = dict(bench(m, n, k, ta, tb, a.reps, a.repeat), what=what)
-        rows.append(r)
-        op = ("A^T" if ta else "A") + ("B^T" if tb else "B")
-        lines.append(f"| {m} | {n} | {k} | {op} | {what} "
-                     f"| {r['npu_ms']:.3f} ({r['npu_gflops']:.0f}) "
-                     f"| {r['cpu_ms']:.3f} ({r['cpu_gflops']:.0f}) | {r['ratio']:.2f} |")
-        print(lines[-1], flush=True)
+    from benchmarks import roofline
+    peak = roofline.measure()
+    print("\n".join(TABLE_HEAD), flush=True)
+    rows = run_shapes(a.reps, a.repeat, peak, log=lambda line: print(line, flush=True))
+    summary = roofline.line(peak, rows)
+    print("\n" + summary)
     os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
     with open(a.out + ".json", "w") as f:
-        json.dump(rows, f, indent=1)
+        json.dump({"peak": peak, "rows": rows}, f, indent=1)
     with open(a.out + ".md", "w") as f:
-        f.write("\n".join(lines) + "\n")
+        f.write("\n".join(TABLE_HEAD + [table_line(r) for r in rows]) + f"\n\n{summary}\n")
     return 0
 
 

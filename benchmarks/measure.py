@@ -16,6 +16,10 @@ What each number is (docs/benchmarks.md has the long form):
     first call), both without _Arg/_Retval/NoOp plumbing.
   * step time = median wall time of N warm steps (output fetched to the host each step), on each
     device; ratio = CPU time / NPU time (> 1: the simulated NPU is faster).
+  * XLA = the same step as tf.function(jit_compile=True) on TF's CPU (a third model built from
+    the same initial weights, the same inputs): a stronger CPU reference; xla_over_npu = XLA time
+    / NPU time (> 1: the NPU is faster than XLA too). Its first call (XLA's compile) is kept as
+    xla_first_call_seconds. A step XLA cannot compile is reported as xla_error.
 """
 import collections
 import statistics
@@ -28,17 +32,23 @@ PLUMBING = {"_Arg", "_Retval", "_DeviceArg", "_DeviceRetval", "NoOp"}
 MODES = ("train", "infer")
 
 
-def _twins(workload):
-    """The model built on each device from the same weights."""
+def _build(workload, dev, weights=None):
     import keras
     import tensorflow as tf
-    models = {}
-    for dev in (CPU, NPU):
-        keras.utils.set_random_seed(0)
-        with tf.device(dev):
-            models[dev] = workload.build()
-    models[NPU].set_weights(models[CPU].get_weights())
-    return models
+    keras.utils.set_random_seed(0)
+    with tf.device(dev):
+        model = workload.build()
+    if weights is not None:
+        model.set_weights(weights)
+    return model
+
+
+def _twins(workload):
+    """The model built on each device from the same weights, and those initial weights."""
+    models = {CPU: _build(workload, CPU)}
+    weights = models[CPU].get_weights()
+    models[NPU] = _build(workload, NPU, weights)
+    return models, weights
 
 
 def _step_fn(model, mode, from_logits, dev):
@@ -61,13 +71,13 @@ def _step_fn(model, mode, from_logits, dev):
     return train
 
 
-def _first_call(fn, args, dev, record_graphs):
-    """Calls a fresh tf.function of fn once on `dev`; returns (wall seconds, the compile reports
-    of the clusters it compiled, executed-op counts of its partition graphs)."""
+def _first_call(fn, args, dev, record_graphs, jit_compile=False):
+    """Calls a fresh tf.function of fn once on `dev`; returns (the function, wall seconds, the
+    compile reports of the clusters it compiled, executed-op counts of its partition graphs)."""
     import tensorflow as tf
     from graph_engine.compiler import compile as ge
     from tensorflow.python.eager import context
-    f = tf.function(fn)
+    f = tf.function(fn, jit_compile=jit_compile)
     ge.clear_recent()
     ctx = context.context()
     if record_graphs:
@@ -136,13 +146,27 @@ def graph_stats(reports):
     }
 
 
-def measure(workload, mode, steps):
-    """One result row (a dict) for `workload` in `mode`."""
+def _measure_xla(workload, mode, weights, args, steps, row):
+    """The XLA reference (see the module doc) into `row`."""
+    model = _build(workload, CPU, weights)
+    fn = _step_fn(model, mode, workload.from_logits, CPU)
+    try:
+        f, first_s, _, _ = _first_call(fn, args, CPU, record_graphs=False, jit_compile=True)
+    except Exception as e:  # noqa: BLE001  (a step XLA cannot compile: reported, row kept)
+        row["xla_error"] = " ".join(f"{type(e).__name__}: {e}".split())[:300]
+        return
+    row["xla_first_call_seconds"] = first_s
+    row["xla_step_seconds"] = _median_step(f, args, CPU, steps)
+    row["xla_over_npu"] = row["xla_step_seconds"] / row["npu_step_seconds"]
+
+
+def measure(workload, mode, steps, xla=True):
+    """One result row (a dict) for `workload` in `mode`; `xla`: also the XLA reference."""
     import npu_device
     import tensorflow as tf
     if mode not in MODES:
         raise ValueError(f"mode {mode!r}: choose from {', '.join(MODES)}")
-    models = _twins(workload)
+    models, weights = _twins(workload)
     x, y = workload.batch()
     row = {"model": workload.name, "mode": mode, "batch": int(x.shape[0]),
            "input_shape": list(x.shape[1:]), "steps_timed": steps}
@@ -176,4 +200,6 @@ def measure(workload, mode, steps):
     row["cpu_step_seconds"] = _median_step(f_cpu, args[CPU], CPU, steps)
     row["launches_over_cpu_ops"] = row["npu_launches_per_step"] / max(1, row["cpu_tf_ops_per_step"])
     row["speed_ratio"] = row["cpu_step_seconds"] / row["npu_step_seconds"]
+    if xla:
+        _measure_xla(workload, mode, weights, args[CPU], steps, row)
     return row

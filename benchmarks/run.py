@@ -5,9 +5,15 @@ compiled and how fast the simulated NPU runs it next to TensorFlow on the CPU, i
     PYTHONPATH=. python -m benchmarks.run --quick         # mlp and cnn, fewer steps
     PYTHONPATH=. python -m benchmarks.run --models resnet50 --modes train --steps 3
     PYTHONPATH=. python -m benchmarks.run --update-doc    # also rewrite docs/benchmarks.md's table
+    PYTHONPATH=. python -m benchmarks.run --first-step    # + time to first step (fresh processes)
 
 Writes <out>.json (every number, see benchmarks/measure.py) and <out>.md (the table and the
-issue's targets). A model that fails is reported as failed; the others still run.
+issues' targets). Besides the NPU and TF-CPU columns, each row has TF-CPU with XLA
+(jit_compile=True) unless --no-xla; the run also measures the machine's peak FP32 rate and the
+GEMM micro-benchmark against it (benchmarks/roofline.py, gemm_bench.py) unless --no-gemm, and
+with --first-step the first training step / inference call of each model in fresh processes
+(benchmarks/first_step.py, also written to first_step.{json,md} next to <out>). A model that
+fails is reported as failed; the others still run.
 """
 import argparse
 import datetime
@@ -36,7 +42,7 @@ def _cpu_name():
     return platform.processor() or "unknown CPU"
 
 
-def _environment():
+def environment():
     import tensorflow as tf
     from npu_device import _C  # noqa: F401  (the runtime the NPU numbers come from)
     return {"cpu": _cpu_name(), "cores": os.cpu_count(), "tensorflow": tf.__version__,
@@ -44,16 +50,17 @@ def _environment():
             "python": platform.python_version()}
 
 
-def update_doc(md, path=DOC):
-    """Replaces the results section of docs/benchmarks.md (between the markers) with `md`."""
+def update_doc(md, path=DOC, begin=DOC_BEGIN, end=DOC_END):
+    """Replaces a section of docs/benchmarks.md (between the markers `begin` and `end`; by
+    default the latest results) with `md`."""
     with open(path) as f:
         text = f.read()
-    if DOC_BEGIN not in text or DOC_END not in text:
-        raise ValueError(f"{path} lacks the markers {DOC_BEGIN} / {DOC_END}")
-    head, rest = text.split(DOC_BEGIN, 1)
-    tail = rest.split(DOC_END, 1)[1]
+    if begin not in text or end not in text:
+        raise ValueError(f"{path} lacks the markers {begin} / {end}")
+    head, rest = text.split(begin, 1)
+    tail = rest.split(end, 1)[1]
     with open(path, "w") as f:
-        f.write(f"{head}{DOC_BEGIN}\n{md}\n{DOC_END}{tail}")
+        f.write(f"{head}{begin}\n{md}\n{end}{tail}")
 
 
 def parse_args(argv):
@@ -68,7 +75,15 @@ def parse_args(argv):
     p.add_argument("--steps", type=int, default=None, help="timed warm steps per device (10)")
     p.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results", "latest"),
                    help="output path without extension (.json and .md are written)")
-    p.add_argument("--update-doc", action="store_true", help=f"rewrite the table in {DOC}")
+    p.add_argument("--update-doc", action="store_true",
+                   help=f"rewrite the table in {DOC} (and the first-step section with "
+                        f"--first-step)")
+    p.add_argument("--no-xla", action="store_true", help="leave out the TF-CPU XLA column")
+    p.add_argument("--no-gemm", action="store_true",
+                   help="leave out the peak FLOP/s and GEMM roofline measurement")
+    p.add_argument("--first-step", action="store_true",
+                   help="also time each model's first step in fresh processes "
+                        "(benchmarks/first_step.py)")
     a = p.parse_args(argv)
     names = a.models.split(",") if a.models else list(workloads.QUICK if a.quick
                                                       else workloads.WORKLOADS)
@@ -96,28 +111,56 @@ def main(argv=None):
     from benchmarks import measure, report
     result = {"started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
               "command": "python -m benchmarks.run " + " ".join(argv),
-              "environment": _environment(), "rows": []}
+              "environment": environment(), "rows": []}
     for w in a.workloads:
         for mode in a.mode_list:
             print(f"[benchmarks] {w.name} {mode} ...", file=sys.stderr, flush=True)
             try:
-                row = measure.measure(w, mode, a.steps)
+                row = measure.measure(w, mode, a.steps, xla=not a.no_xla)
             except Exception as e:      # report the failure, keep measuring the others
                 traceback.print_exc()
                 # one line, no table separators: it goes into a markdown table cell
                 text = " ".join(f"{type(e).__name__}: {e}".split()).replace("|", "/")
                 row = {"model": w.name, "mode": mode, "error": text[:400]}
             result["rows"].append(row)
+    if not a.no_gemm:
+        from benchmarks import gemm_bench, roofline
+        print("[benchmarks] peak FLOP/s and GEMM ...", file=sys.stderr, flush=True)
+        result["peak"] = roofline.measure()
+        result["gemm"] = gemm_bench.run_shapes(peak=result["peak"])
+    first_md = None
+    if a.first_step:
+        from benchmarks import first_step
+        # fresh processes, after this one's measurements: they share no warm-up with it
+        first = {k: result[k] for k in ("started", "command", "environment")}
+        first["rows"] = first_step.measure_all(
+            [w.name for w in a.workloads], a.mode_list,
+            log=lambda m: print(m, file=sys.stderr, flush=True))
+        result["first_step"] = first["rows"]
+        first_md = first_step.markdown(first)
     md = report.markdown(result)
     os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
     with open(a.out + ".json", "w") as f:
         json.dump(result, f, indent=1)
     with open(a.out + ".md", "w") as f:
         f.write(md)
+    if first_md is not None:
+        base = os.path.join(os.path.dirname(os.path.abspath(a.out)), "first_step")
+        with open(base + ".md", "w") as f:
+            f.write(first_md)
+        with open(base + ".json", "w") as f:
+            json.dump(first, f, indent=1)
     if a.update_doc:
         update_doc(md)
+        if first_md is not None:
+            from benchmarks import first_step
+            first_step.update_doc(first_md)
     print(md)
-    return 1 if any("error" in r for r in result["rows"]) else 0
+    if first_md is not None:
+        print(first_md)
+    failed = any("error" in r for r in result["rows"]) or any(
+        "error" in r[s] for r in result.get("first_step", []) for s in ("npu", "cpu"))
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

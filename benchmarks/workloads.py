@@ -115,6 +115,7 @@ WORKLOADS = {w.name: w for w in [
     Workload("gru_series", _gru_series(), _series, True),
 ]}
 QUICK = ("mlp", "cnn")
+FIRST_STEP = tuple(WORKLOADS)          # benchmarks/first_step.py's default
 
 
 def select(names):

@@ -378,6 +378,7 @@ def compile_stats(reset=False):
     evictions         models dropped from the cache (option compile_cache_size)
     cached_models     models in the cache now
     compile_seconds   time spent compiling
+    load_seconds      time spent loading compiled (or disk-cached) models onto the device
     disk_cache_hits   models loaded from the disk compile cache instead of compiled (not
                       counted in compiles; option op_compiler_cache_mode)
     disk_cache_writes compiled models stored in the disk compile cache
@@ -392,7 +393,7 @@ def compile_stats(reset=False):
         fields = ctypes.c_char_p(plugin.NpuCompileStatsFields()).value.decode().split(",")
         out = (ctypes.c_double * len(fields))()
         plugin.NpuCompileStats(out, int(reset))
-        stats = {f: (v if f == "compile_seconds" else int(v)) for f, v in zip(fields, out)}
+        stats = {f: (v if f.endswith("_seconds") else int(v)) for f, v in zip(fields, out)}
     with _lock:
         stats["fallbacks"] = _fallbacks
         stats["disk_cache_writes"] = _disk_cache_writes

@@ -10,6 +10,12 @@ install() wraps exactly those two: "auto" resolves to False when an NPU is prese
 explicit True warns and proceeds with False, as Keras itself does for models whose layers cannot
 be XLA-compiled. npu_device's graph engine compiles the train/eval/predict graphs instead.
 
+Functions that must be XLA-compiled inside a model (Keras runs a grouped Conv2D through an inner
+tf.function(jit_compile=True) on the TensorFlow backend) need nothing here: the plugin runs any
+such function TensorFlow places on the NPU through the graph engine (tf_plugin_cc/jit_compile.cc,
+docs/options.md "Keras and XLA"). The hooks above remain so that a model's own train step is an
+ordinary function (one partitioned graph, no XLA request to redirect) and the user hears why.
+
 Loop sinking (option iterations_per_loop = N, Ascend's npu loop size): install() also wraps
 `Trainer.compile` so that a model compiled while an NPU is present, without an explicit
 `steps_per_execution` and not `run_eagerly`, gets `steps_per_execution = N`. Keras then runs N
@@ -26,10 +32,9 @@ import sys
 import warnings
 
 XLA_ON_NPU_MESSAGE = (
-    "jit_compile=True asks for XLA, but XLA has no NPU backend (TensorFlow would fail with "
-    "'No JIT device registered for NPU'). npu_device compiles the model's graphs with its own "
-    "graph engine instead; proceeding with jit_compile=False. Leave jit_compile at its default "
-    "('auto') to silence this warning.")
+    "jit_compile=True asks for XLA, but XLA has no NPU backend. npu_device compiles the model's "
+    "graphs with its own graph engine instead; proceeding with jit_compile=False. Leave "
+    "jit_compile at its default ('auto') to silence this warning.")
 
 
 def npu_present():

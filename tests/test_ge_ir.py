@@ -8,7 +8,9 @@ from graph_engine.compiler import attrs as attr_util
 from graph_engine.ops import dtypes as dt
 from graph_engine.ops.errors import CompileError
 from graph_engine.compiler.graphdef import export_graph_def, import_graph_def, parse_input
+from graph_engine.compiler import gc_pause
 from graph_engine.compiler.partition.cycles import GraphCycles
+from graph_engine.compiler.signature import signature
 
 
 def _function_graph():
@@ -112,3 +114,104 @@ def test_graph_cycles_refuses_contraction_with_a_second_path():
     assert d.add_edge(2, 0) and d.add_edge(0, 1)      # reorders ranks
     assert not d.add_edge(1, 2)                       # would close 2 -> 0 -> 1 -> 2
     assert d.reachable(2, 1) and not d.reachable(1, 2)
+
+
+def _paths(edges, n):
+    """Transitive closure of `edges` over nodes 0..n-1 (brute force)."""
+    reach = [set() for _ in range(n)]
+    for _ in range(n):
+        for a, b in edges:
+            reach[a] |= {b} | reach[b]
+    return reach
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_graph_cycles_agrees_with_brute_force(seed):
+    """Random edges, contractions and sibling merges: every answer of GraphCycles (the
+    partitioner's two-sided reachability search) matches the closure of the edges it holds."""
+    rng = np.random.default_rng(seed)
+    n = 40
+    c, alive = GraphCycles(n), set(range(n))
+    for _ in range(300):
+        if len(alive) < 2:
+            break
+        a, b = (int(x) for x in rng.choice(sorted(alive), 2, replace=False))
+        edges = [(x, y) for x in alive for y in c.out[x]]
+        reach = _paths(edges, n)
+        assert c.reachable(a, b) == (b in reach[a])
+        kind = rng.integers(3)
+        if kind == 0:
+            assert c.add_edge(a, b) == (a not in reach[b])
+        elif kind == 1 and b in c.out[a]:
+            others = _paths([e for e in edges if e != (a, b)], n)
+            if c.contract(a, b):
+                assert b not in others[a]
+                alive.discard(b)
+            else:
+                assert b in others[a]
+        elif kind == 2:
+            if c.merge(a, b):
+                assert b not in reach[a] and a not in reach[b]
+                alive.discard(b)
+            else:
+                assert b in reach[a] or a in reach[b]
+        for x in alive:                     # ranks stay a topological order
+            assert all(c.rank[x] < c.rank[y] for y in c.out[x])
+
+
+def test_signature_follows_the_attrs_that_size_its_args():
+    def attrs(n, t):
+        return {"N": attr_util.make(n), "T": attr_util.make(type=t),
+                "Tidx": attr_util.make(type=dt.DT_INT32)}
+    two, three = signature("ConcatV2", attrs(2, dt.DT_FLOAT)), signature("ConcatV2", attrs(3, dt.DT_HALF))
+    assert two.input_names == ["values", "values", "axis"]
+    assert two.input_dtypes == [dt.DT_FLOAT, dt.DT_FLOAT, dt.DT_INT32]
+    assert three.input_dtypes == [dt.DT_HALF] * 3 + [dt.DT_INT32]
+    assert signature("ConcatV2", attrs(2, dt.DT_FLOAT)) == two
+    assert signature("NoSuchOpAnywhere", {}) is None
+
+
+def test_disposed_graph_is_freed_without_the_cyclic_collector():
+    import gc
+    import weakref
+    g = import_graph_def(_function_graph().as_graph_def())
+    removed = next(n for n in g if n.op != "_Arg")
+    g.remove(removed)                        # removed nodes are released too
+    refs = [weakref.ref(n) for n in list(g) + [removed]]
+    del removed
+    gc.disable()
+    try:
+        g.dispose()
+        assert not g.nodes
+        del g
+        assert all(r() is None for r in refs)
+    finally:
+        gc.enable()
+
+
+def test_gc_pause_nests_and_restores_the_collector():
+    import gc
+    import threading
+    assert gc.isenabled()
+    inner_done, release = threading.Event(), threading.Event()
+
+    def other():                             # a concurrent compile ends first
+        with gc_pause.paused():
+            inner_done.set()
+            release.wait(30)
+
+    with gc_pause.paused():
+        t = threading.Thread(target=other)
+        t.start()
+        assert inner_done.wait(30) and not gc.isenabled()
+        release.set()
+        t.join(30)
+        assert not gc.isenabled()            # still paused: this compile is running
+    assert gc.isenabled()
+    gc.disable()                             # a program that turned the collector off
+    try:
+        with gc_pause.paused():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

@@ -1,5 +1,6 @@
 """Keras 3 on the NPU: jit_compile="auto" must not route to XLA (which has no NPU backend), and
-an explicit jit_compile=True warns and falls back (docs/options.md, "Keras and XLA").
+an explicit jit_compile=True warns and falls back; a tf.function(jit_compile=True) placed on the
+NPU runs through the graph engine (docs/options.md, "Keras and XLA").
 
 Each test runs in a fresh interpreter that only does `import npu_device`, like a user program.
 """
@@ -83,19 +84,23 @@ def test_explicit_jit_compile_true_warns_and_falls_back():
     """)
 
 
-def test_tf_function_jit_compile_true_is_left_to_tensorflow():
-    # Documented: tf.function(jit_compile=True) is not rewritten; on the NPU TensorFlow reports
-    # that XLA has no NPU device, and under tf.device("/CPU:0") XLA compiles for the CPU.
+def test_tf_function_jit_compile_true_runs_on_the_npu_and_with_xla_on_cpu():
+    # Documented: a tf.function(jit_compile=True) that TensorFlow places on the NPU runs through
+    # the graph engine (XLA has no NPU backend); under tf.device("/CPU:0") XLA compiles it as
+    # before (it rejects an op it cannot compile, which proves it is XLA).
     _run("""
     f = tf.function(lambda a: tf.matmul(a, a) + 1.0, jit_compile=True)
     a = tf.constant([[1.0, 2.0], [3.0, 4.0]])
-    try:
-        f(a).numpy()
-    except Exception as e:
-        assert "No JIT device registered for NPU" in str(e), e
-    else:
-        raise AssertionError("XLA ran on the NPU")
+    y = f(a)
+    assert y.device.endswith("NPU:0"), y.device
+    np.testing.assert_allclose(y.numpy(), a.numpy() @ a.numpy() + 1.0, rtol=1e-6)
     with tf.device("/CPU:0"):
         np.testing.assert_allclose(f(a).numpy(), a.numpy() @ a.numpy() + 1.0, rtol=1e-6)
+        try:
+            tf.function(lambda v: tf.strings.as_string(v), jit_compile=True)(a)
+        except tf.errors.InvalidArgumentError as e:
+            assert "XLA_CPU_JIT" in str(e), e
+        else:
+            raise AssertionError("XLA did not compile the CPU function")
     print("OK")
     """)

@@ -146,8 +146,14 @@ absl::Status GetModel(const std::string& key, int device,
       if (s.code() != absl::StatusCode::kUnavailable) entry->failure = s;
       return s;
     }
+    start = std::chrono::steady_clock::now();
     npu::Status loaded =
         npu::CompiledModel::Load(compiled.data(), compiled.size(), device, &entry->model);
+    seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    {
+      std::lock_guard<std::mutex> stats_lock(cache.mu);
+      cache.stats.load_seconds += seconds;
+    }
     if (!loaded.ok()) return ErrorStatus("loading the compiled model onto the NPU", loaded);
   }
   *model = entry->model;
@@ -314,7 +320,7 @@ extern "C" __attribute__((visibility("default"))) void NpuPluginCompileFromDiskC
 // npu_device.compile_stats(): fills `out` with NpuCompileStatsFields() values, in that order.
 extern "C" __attribute__((visibility("default"))) const char* NpuCompileStatsFields() {
   return "compiles,compile_failures,cache_hits,evictions,fallback_runs,cached_models,"
-         "compile_seconds,disk_cache_hits";
+         "compile_seconds,disk_cache_hits,load_seconds";
 }
 
 extern "C" __attribute__((visibility("default"))) void NpuCompileStats(double* out, int reset) {
@@ -325,7 +331,7 @@ extern "C" __attribute__((visibility("default"))) void NpuCompileStats(double* o
                      static_cast<double>(s.cache_hits), static_cast<double>(s.evictions),
                      static_cast<double>(s.fallback_runs),
                      static_cast<double>(cache.entries.size()), s.compile_seconds,
-                     static_cast<double>(s.disk_cache_hits)};
+                     static_cast<double>(s.disk_cache_hits), s.load_seconds};
   std::copy(std::begin(values), std::end(values), out);
   if (reset) s = npu_tf::CompileStats();
 }

@@ -19,6 +19,7 @@ struct CompileStats {
   uint64_t compiles = 0, compile_failures = 0, cache_hits = 0, evictions = 0, fallback_runs = 0;
   uint64_t disk_cache_hits = 0;  // models the compiler hook loaded from its disk cache
   double compile_seconds = 0;
+  double load_seconds = 0;       // loading compiled (or disk-cached) models onto the device
 };
 
 // Waits for the work TF queued on the kernel's NPU stream, so the host sees device memory as the

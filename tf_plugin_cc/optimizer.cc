@@ -1,4 +1,5 @@
-// TF_InitGraph: the Grappler plugin that hands every graph touching the NPU to the graph engine.
+// TF_InitGraph: the Grappler plugin that hands every graph touching the NPU to the graph engine
+// (and, through jit_compile.cc, the tf.function(jit_compile=True) graphs placed there).
 //
 // The graph engine partitions the graph: maximal groups of NPU-supported ops become NpuGraphOp
 // nodes, the rest stay TF ops. Any failure leaves the graph as it was (TF then runs it op by op,
@@ -12,6 +13,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "jit_compile.h"
 #include "python_compiler.h"
 #include "tensorflow/c/experimental/grappler/grappler.h"
 #include "tensorflow/c/tf_status.h"
@@ -158,5 +160,8 @@ extern "C" __attribute__((visibility("default"))) void TF_InitGraph(
   configs->auto_mixed_precision_mkl = TF_TriState_Off;
   configs->scoped_allocator_optimization = TF_TriState_Off;
   configs->auto_parallel = TF_TriState_Off;
+  // Graphs that must be XLA-compiled (tf.function(jit_compile=True)) and are placed on the NPU
+  // reach this optimizer too instead of failing for want of an XLA device (jit_compile.cc).
+  npu_tf::InstallJitCompileRedirect();
   TF_SetStatus(status, TF_OK, "");
 }

@@ -11,9 +11,7 @@ Nothing is cached here: the TF plugin keeps the models it loaded (keyed by the N
 `cluster_key`, or the eager op and its signature) and npu_device's bridge the disk cache.
 """
 import collections
-import contextlib
 import dataclasses
-import gc
 import json
 import threading
 import time
@@ -21,6 +19,7 @@ import time
 from tensorflow.core.framework import node_def_pb2
 
 from graph_engine.compiler import attrs as attr_util
+from graph_engine.compiler import gc_pause
 from graph_engine.compiler import model_format
 from graph_engine.compiler.options import or_defaults
 from graph_engine.ops.errors import CompileError
@@ -33,28 +32,6 @@ from graph_engine.compiler.signature import signature
 
 _lock = threading.Lock()
 _recent = collections.deque(maxlen=64)     # what the last compiles produced, for reports
-_gc_pausers = 0                             # compiles running with the cyclic GC paused
-_gc_resume = False                          # whether the GC was on when the first one began
-
-
-@contextlib.contextmanager
-def _gc_paused():
-    """The cyclic GC off while compiling: the IR allocates objects by the hundred thousand,
-    and every full collection they trigger walks all objects of the process (TensorFlow's and
-    Keras' too), which took about a third of a large compile. Collection resumes afterwards."""
-    global _gc_pausers, _gc_resume
-    with _lock:
-        if _gc_pausers == 0:
-            _gc_resume = gc.isenabled()
-            gc.disable()
-        _gc_pausers += 1
-    try:
-        yield
-    finally:
-        with _lock:
-            _gc_pausers -= 1
-            if _gc_pausers == 0 and _gc_resume:
-                gc.enable()
 
 
 def recent_compiles():
@@ -186,13 +163,16 @@ def compile_model_with_report(nodedef_bytes, options=None) -> CompileResult:
     """A compile request (bytes) -> CompileResult. `options`: the compile options (a dict;
     None: the defaults) for an eager op; a cluster compiles with the options it carries."""
     start = time.perf_counter()
-    with _gc_paused():
+    with gc_pause.paused():
         c = pipeline().run(compilation_for(nodedef_bytes, options))
-        data = model_format.serialize(c.model)
-    metadata = json.loads(c.model.metadata)
+        model = c.model
+        data = model_format.serialize(model)
+        c.graph.dispose()
+        del c                     # the IR goes now, by reference counting
+    metadata = json.loads(model.metadata)
     with _lock:
         _recent.append(dict(metadata, compile_seconds=time.perf_counter() - start))
-    return CompileResult(data, [k.kernel for k in c.model.kernels], c.model.arena_bytes, metadata)
+    return CompileResult(data, [k.kernel for k in model.kernels], model.arena_bytes, metadata)
 
 
 def compile_model(nodedef_bytes, options=None) -> bytes:

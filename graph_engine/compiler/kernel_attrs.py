@@ -6,7 +6,7 @@ import numpy as np
 
 from graph_engine.compiler import attrs as attr_util
 from graph_engine.ops.errors import CompileError, UnsupportedError
-from graph_engine.compiler.signature import op_def, signature
+from graph_engine.compiler.signature import attr_defaults, op_def, signature
 
 
 def input_names(node):
@@ -39,8 +39,8 @@ def _kernel_value(v):
 def tf_attrs(node):
     """The node's attrs, with the op's defaults for any it omits (kernels can rely on every
     attr being present), as kernel values."""
-    values = {a.name: attr_util.to_python(a.default_value)
-              for a in getattr(op_def(node.op), "attr", ()) if a.HasField("default_value")}
+    od = op_def(node.op)
+    values = dict(attr_defaults(od)) if od is not None else {}
     values.update((k, node.attr(k)) for k in node.attrs)
     out = {}
     for k, v in values.items():

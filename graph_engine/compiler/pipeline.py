@@ -16,8 +16,9 @@ from graph_engine.compiler.passes import (eliminate_dead_code, eliminate_identit
                                           fold_constants, infer_shapes, lower, plan_memory,
                                           precision)
 from graph_engine.compiler.passes import eliminate_common_subexpressions, simplify_algebra
-from graph_engine.compiler.passes.fusion import (activation_grad_bias_add_grad, contraction_epilogue,
-                                                 fold_batch_norm, gelu, layer_norm, softmax)
+from graph_engine.compiler.passes.fusion import (activation_grad_bias_add_grad, batch_norm_training,
+                                                 contraction_epilogue, fold_batch_norm, gelu,
+                                                 layer_norm, softmax)
 from graph_engine.compiler.passes import layout
 from graph_engine.compiler.passes import fuse_elementwise
 
@@ -37,6 +38,7 @@ PASSES = [
     # -- pattern fusion: contractions + epilogues, batch-norm folding, Gelu/LayerNorm/Softmax --
     ("fuse_gelu", gelu.run),                       # Gelu subgraphs -> NpuGelu
     ("fuse_layer_norm", layer_norm.run),           # LayerNorm subgraphs -> NpuLayerNorm
+    ("fuse_batch_norm_training", batch_norm_training.run),  # BN moments/grad sums, no Tiles
     ("fuse_softmax", softmax.run),                 # exp(x - max) / sum -> Softmax
     ("fold_batch_norm", fold_batch_norm.run),      # inference BN into conv/matmul weights
     ("fuse_contraction_epilogue", contraction_epilogue.run),   # conv/matmul + bias + act
@@ -88,9 +90,12 @@ def switches_of(options):
 def _check_graph(c, name):
     """A pass must not leave inputs pointing at removed nodes: catch it where it happens."""
     nodes = c.graph.nodes
+    live = set(nodes.values())
+    if {v.node for n in live for v in n.inputs} <= live:     # one set operation per pass
+        return
     for n in nodes.values():
         for v in n.inputs:
-            if nodes.get(v.node.name) is not v.node:
+            if v.node not in live:
                 raise CompileError(f"internal error: compiler pass {name!r} left input {v.ref} "
                                    f"of node {n.name!r} pointing at a removed node")
 

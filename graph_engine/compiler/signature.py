@@ -50,9 +50,9 @@ def op_def(op_type, library=None):
 _defaults_of = {}       # id(OpDef) -> (OpDef, its attr defaults): the OpDef keeps its id unique
 
 
-def _defaults(od):
+def attr_defaults(od):
     """The attr defaults of OpDef `od` as Python values, converted once per OpDef (TF's
-    registry returns the same OpDef object for an op every time)."""
+    registry returns the same OpDef object for an op every time). Shared: do not modify."""
     cached = _defaults_of.get(id(od))
     if cached is None or cached[0] is not od:
         cached = (od, {a.name: attr_util.to_python(a.default_value) for a in od.attr
@@ -86,13 +86,40 @@ def _expand(args, attrs, defaults):
     return names, types, type_attrs, is_ref
 
 
+_signatures = {}         # (op type, the bytes of the attrs that size or type its args) -> Signature
+_arg_attrs_of = {}       # op type -> names of the attrs its args read (number, type, type list)
+
+
+def _arg_attrs(op_type, od):
+    names = _arg_attrs_of.get(op_type)
+    if names is None:
+        names = _arg_attrs_of[op_type] = tuple(dict.fromkeys(
+            n for arg in list(od.input_arg) + list(od.output_arg)
+            for n in (arg.number_attr, arg.type_attr, arg.type_list_attr) if n))
+    return names
+
+
 def signature(op_type, attrs, library=None):
     """The Signature of a node with `op_type` and `attrs` (AttrValue protos), or None when the
-    op is unknown to this process."""
+    op is unknown to this process. Shared between nodes of the same op and arg attrs (every
+    node of a graph asks, some several times): callers must not modify it."""
+    from tensorflow.python.framework import op_def_registry
+    registered = op_def_registry.get(op_type)
+    if registered is not None:          # a function library's OpDefs differ from graph to graph
+        key = (op_type,) + tuple(attrs[n].SerializeToString() if n in attrs else None
+                                 for n in _arg_attrs(op_type, registered))
+        sig = _signatures.get(key)
+        if sig is None:
+            if len(_signatures) > 65536:    # list(type) attrs could vary without bound
+                _signatures.clear()
+            sig = _signatures[key] = _signature(registered, attrs)
+        return sig
     od = op_def(op_type, library)
-    if od is None:
-        return None
-    defaults = _defaults(od)
+    return None if od is None else _signature(od, attrs)
+
+
+def _signature(od, attrs):
+    defaults = attr_defaults(od)
     in_names, in_types, in_attrs, ref_in = _expand(od.input_arg, attrs, defaults)
     _, out_types, out_attrs, ref_out = _expand(od.output_arg, attrs, defaults)
     return Signature(in_names, in_types, out_types, ref_in or ref_out, in_attrs, out_attrs)

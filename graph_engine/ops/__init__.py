@@ -12,7 +12,7 @@ and read by the TF plugin to register NPU kernels.
 """
 from graph_engine.ops import (array, array_extra, conv, conv3d, einsum, elementwise, extra_math, fft,  # noqa: F401
                               fused, fused_elementwise, identity, image, layout, linalg, matmul, mirror_pad,
-                              nn, nn_extra, pool, pool3d, random, reduction, resize, scan, scatter, segment,
+                              nn, nn_extra, norm, pool, pool3d, random, reduction, resize, scan, scatter, segment,
                               shape, sparse, special)
 from graph_engine.ops.base import (ALL, FLOAT, INDEX, INT, NUMBER, Op, evaluate, get, has, having,
                                    internal, registered)

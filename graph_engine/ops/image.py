@@ -1,6 +1,7 @@
 """Image ops (tf.image): crops, projective transforms (Keras RandomRotation/RandomZoom/
-RandomTranslation), color conversions and adjustments. Kernels: runtime/kernels/image.cc (crops,
-transforms) and runtime/kernels/image_color.cc.
+RandomTranslation), color conversions and adjustments, scale-and-translate resampling (resize
+with antialias, lanczos, gaussian, mitchellcubic). Kernels: runtime/kernels/image.cc (crops,
+transforms), runtime/kernels/image_color.cc and runtime/kernels/scale_translate.cc.
 
 Positions are computed in float32 exactly as TF's CPU kernels compute them, so the pixels a
 sample reads are TF's; scalar parameters that do not fix shapes (fill_value, delta, scale,
@@ -8,7 +9,7 @@ contrast_factor) are data inputs."""
 import numpy as np
 
 from graph_engine.ops import dtypes as dt
-from graph_engine.ops.base import FLOAT, INT, Op, register
+from graph_engine.ops.base import FLOAT, INT, NUMBER, Op, register
 
 F32 = (dt.DT_FLOAT,)
 CROP_T = (dt.DT_FLOAT, dt.DT_HALF) + INT     # TF's CropAndResize: no bfloat16
@@ -542,3 +543,196 @@ class AdjustContrastv2(Op):
         x, factor = xs[0].astype(np.float32), np.float32(xs[1])
         mean = x.astype(np.float64).mean(axis=(-3, -2), keepdims=True).astype(np.float32)
         return ((x - mean) * factor + mean).astype(np.float32)
+
+
+# ---- ScaleAndTranslate: tf.image.resize with antialias=True, lanczos3/5, gaussian, mitchellcubic --
+
+def _lanczos(radius):
+    def k(x):
+        pi, r = np.float32(3.14159265359), np.float32(radius)
+        v = r * np.sin(pi * x) * np.sin(pi * x / r) / (pi * pi * x * x)
+        return np.where(x > r, 0, np.where(x <= np.float32(1e-3), 1, v))
+    return k
+
+
+def _gaussian(x):         # radius 1.5, sigma 0.5; the exponent in double, as TF
+    v = np.exp((-x * x).astype(np.float64) / (2.0 * 0.5 * 0.5))
+    return np.where(x >= np.float32(1.5), 0, v)
+
+
+def _cubic(a3, a2, a1, a0, b3, b2, b0):
+    """|x| < 1: ((b3 x + b2) x) x + b0; 1 <= |x| < 2: ((a3 x + a2) x + a1) x + a0; else 0."""
+    f = np.float32
+
+    def k(x):
+        near = ((f(b3) * x + f(b2)) * x) * x + f(b0)
+        far = ((f(a3) * x + f(a2)) * x + f(a1)) * x + f(a0)
+        return np.where(x >= 2, 0, np.where(x >= 1, far, near))
+    return k
+
+
+_F = np.float32
+# TF's sampling kernels (sampling_kernels.h): name -> (radius, kernel of |x| in float32)
+SAMPLING_KERNELS = {
+    "lanczos1": (1.0, _lanczos(1)), "lanczos3": (3.0, _lanczos(3)), "lanczos5": (5.0, _lanczos(5)),
+    "gaussian": (1.5, _gaussian),
+    "box": (1.0, lambda x: np.where(x < 0.5, 1, np.where(x == 0.5, 0.5, 0))),
+    "triangle": (1.0, lambda x: np.where(x < 1, 1 - x, 0)),
+    "keyscubic": (2.0, _cubic(-0.5, 2.5, -4.0, 2.0, 1.5, -2.5, 1.0)),
+    "mitchellcubic": (2.0, _cubic(_F(-7) / _F(18), 2.0, -(_F(10) / _F(3)), _F(16) / _F(9),
+                                  _F(7) / _F(6), -2.0, _F(8) / _F(9))),
+}
+
+
+def _sampling_kernel(name, attrs):
+    kernel = _attr(attrs, "kernel_type", "lanczos3").lower()
+    if kernel not in SAMPLING_KERNELS:
+        raise ValueError(f"{name}: Unrecognized kernel type: {_attr(attrs, 'kernel_type', '')}")
+    return SAMPLING_KERNELS[kernel]
+
+
+def scale_translate_spans(kernel, out_size, in_size, scale, translate, antialias):
+    """TF's spans of one axis (float32 throughout, as scale_and_translate_op.cc): output x samples
+    the input at (x + 0.5) / scale - translate / scale with the kernel widened by 1 / scale when
+    downscaling with antialias; its weights (normalized to sum 1) cover input pixels
+    starts[x] ... starts[x] + span_size - 1 (those past the edge are zero). A sample outside
+    [0, in_size] has all-zero weights. -> (span_size, starts [out], weights [out, span_size])"""
+    radius, fn = kernel
+    f = np.float32
+    with np.errstate(all="ignore"):
+        inv_scale = f(1.0 / float(scale))
+        inv_translate = f(-inv_scale) * f(translate)
+        kernel_scale = max(inv_scale, f(1)) if antialias else f(1)
+        reach = f(radius) * kernel_scale
+        size = min(2 * int(np.ceil(reach)) + 1, in_size)
+        starts = np.zeros(out_size, np.int64)
+        weights = np.zeros((out_size, max(size, 0)), np.float32)
+        for x in range(out_size):
+            sample = f(f(x) + f(0.5)) * inv_scale + inv_translate
+            if not (sample >= 0 and sample <= in_size):       # outside, or NaN (no weights)
+                continue
+            start = min(max(int(np.ceil(sample - reach - f(0.5))), 0), in_size - 1)
+            end = min(max(int(np.floor(sample + reach - f(0.5))), 0), in_size - 1) + 1
+            if end - start > size:
+                raise ValueError(f"Span is too large: {end - start} vs {size}.")
+            pos = np.arange(start, end).astype(np.float32) + f(0.5) - sample
+            w = fn(np.abs(pos * (f(1) / kernel_scale))).astype(np.float32)
+            total = f(0)
+            for v in w:                                          # in order, in float32
+                total = f(total + v)
+            if abs(total) >= f(1000) * np.finfo(np.float32).tiny:
+                weights[x, :end - start] = w * (f(1) / total)
+            starts[x] = start
+    return size, starts, weights
+
+
+def _grad_spans(spans, fwd_out, fwd_in):
+    """The spans of the gradient (TF's ComputeGradSpansCore): for each forward input pixel, the
+    forward outputs that weigh it (nonzero), from the first such output on."""
+    size, starts, weights = spans
+    parts = [[] for _ in range(fwd_in)]
+    for o in range(fwd_out):
+        for j in range(size):
+            if weights[o, j] != 0 and starts[o] + j < fwd_in:
+                parts[starts[o] + j].append((o, weights[o, j]))
+    gsize = max((p[-1][0] - p[0][0] + 1 for p in parts if p), default=0)
+    gstarts = np.array([p[0][0] if p else 0 for p in parts], np.int64)
+    gweights = np.zeros((fwd_in, gsize), np.float32)
+    for i, p in enumerate(parts):
+        for o, w in p:
+            gweights[i, o - p[0][0]] += w
+    return gsize, gstarts, gweights
+
+
+def _gather(x, axis, spans):
+    """out[.., o, ..] = sum over j < the span's real size of weights[o, j] * x[.., start + j, ..],
+    summed in order in float32 (zero weights included: 0 * inf is NaN, as in TF)."""
+    size, starts, weights = spans
+    n = x.shape[axis]
+    x = np.moveaxis(x, axis, 0)
+    out = np.zeros((len(starts),) + x.shape[1:], np.float32)
+    with np.errstate(all="ignore"):
+        for o, s in enumerate(starts):
+            for j in range(min(s + size, n) - s):
+                out[o] = out[o] + weights[o, j] * x[s + j]
+    return np.moveaxis(out, 0, axis)
+
+
+def _check_pair(name, what, shape):
+    if len(shape) != 1 or shape[0] != 2:
+        raise ValueError(f"{name}: {what} must be a 1-D tensor of two elements, got {list(shape)}")
+
+
+def _scale_translation(name, xs):
+    (sy, sx), (ty, tx) = (np.asarray(v, np.float32).reshape(2) for v in xs)
+    if not (sy > 0 and sx > 0):
+        raise ValueError(f"{name}: Scale must be greater than zero.")
+    return (sy, sx), (ty, tx)
+
+
+@register
+class ScaleAndTranslate(Op):
+    """(images [B, H, W, C], size [2] (const), scale [2], translation [2]) -> float32
+    [B, size[0], size[1], C]: rows then columns resampled with TF's spans (scale_translate_spans)."""
+    type_attrs = {"T": NUMBER}
+    const_inputs = ("size",)
+    checks_values = True          # TF rejects a scale <= 0 even for an empty batch
+
+    def shapes(self, shapes, attrs):
+        img, scale, translation = shapes
+        _sampling_kernel(self.name, attrs)
+        if len(img) != 4:
+            raise ValueError(f"{self.name}: input must be 4-dimensional, got {list(img)}")
+        size = [int(v) for v in attrs["size"]]
+        if len(size) != 2:
+            raise ValueError(f"{self.name}: size must have two elements, got {size}")
+        if min(size) <= 0:
+            raise ValueError(f"{self.name}: output dimensions must be positive, got {size}")
+        if img[3] <= 0:
+            raise ValueError(f"{self.name}: image must have at least one channel")
+        if img[1] <= 0 or img[2] <= 0:
+            raise ValueError(f"{self.name}: input image must be of non-zero size, got {list(img)}")
+        _check_pair(self.name, "scale", scale)
+        _check_pair(self.name, "translation", translation)
+        return [(img[0], *size, img[3])]
+
+    def compute(self, xs, attrs):
+        kernel, antialias = _sampling_kernel(self.name, attrs), attrs.get("antialias", True)
+        (sy, sx), (ty, tx) = _scale_translation(self.name, xs[1:])
+        img = xs[0].astype(np.float32)
+        (oh, ow), (h, w) = [int(v) for v in attrs["size"]], img.shape[1:3]
+        if img.shape[0] == 0:
+            return np.zeros((0, oh, ow, img.shape[3]), np.float32)
+        cols = scale_translate_spans(kernel, ow, w, sx, tx, antialias)
+        rows = scale_translate_spans(kernel, oh, h, sy, ty, antialias)
+        return _gather(_gather(img, 1, rows), 2, cols)
+
+
+@register
+class ScaleAndTranslateGrad(Op):
+    """(grads [B, h, w, C] of a ScaleAndTranslate of original_image [., H, W, .], scale,
+    translation) -> [B, H, W, C]: the transposed resampling (TF's gradient spans)."""
+    type_attrs = {"T": F32}
+    checks_values = True
+
+    def shapes(self, shapes, attrs):
+        grads, orig, scale, translation = shapes
+        _sampling_kernel(self.name, attrs)
+        if len(grads) != 4:
+            raise ValueError(f"{self.name}: input_grad must be 4-dimensional, got {list(grads)}")
+        if len(orig) != 4:
+            raise ValueError(f"{self.name}: original_image must be 4-dimensional, got {list(orig)}")
+        _check_pair(self.name, "scale", scale)
+        _check_pair(self.name, "translation", translation)
+        return [(grads[0], orig[1], orig[2], grads[3])]
+
+    def compute(self, xs, attrs):
+        kernel, antialias = _sampling_kernel(self.name, attrs), attrs.get("antialias", True)
+        (sy, sx), (ty, tx) = _scale_translation(self.name, xs[2:])
+        grads = xs[0].astype(np.float32)
+        (b, oh, ow, c), (h, w) = grads.shape, xs[1].shape[1:3]
+        if b * h * w * c == 0:
+            return np.zeros((b, h, w, c), np.float32)
+        cols = _grad_spans(scale_translate_spans(kernel, ow, w, sx, tx, antialias), ow, w)
+        rows = _grad_spans(scale_translate_spans(kernel, oh, h, sy, ty, antialias), oh, h)
+        return _gather(_gather(grads, 1, rows), 2, cols)

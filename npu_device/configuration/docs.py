@@ -71,17 +71,24 @@ itself begin on TensorFlow's default placement (NPU:0 when an NPU exists); use
 ## Keras and XLA
 
 Keras 3 resolves `model.compile(jit_compile="auto")` (the default) to XLA as soon as TensorFlow
-has a non-CPU device, and XLA has no NPU backend (`No JIT device registered for NPU`). Importing
-`npu_device` makes `"auto"` resolve to `False` whenever an NPU is present, so models train
-through npu_device's own graph engine without any change to user code.
+has a non-CPU device, and XLA has no NPU backend. Importing `npu_device` makes `"auto"` resolve
+to `False` whenever an NPU is present, so models train through npu_device's own graph engine
+without any change to user code.
 
 An explicit `jit_compile=True` (in `compile()` or a saved compile config) gets a `UserWarning`
 saying XLA has no NPU backend and the graph engine compiles the model instead, and the model
 proceeds with `jit_compile=False`, the same way Keras treats a model whose layers do not support
-XLA. A bare `tf.function(jit_compile=True)` is not changed: TensorFlow places it on the NPU and
-fails with `No JIT device registered for NPU`; drop `jit_compile=True` (npu_device compiles the
-function anyway) or run it under `with tf.device("/CPU:0"):` to use XLA on the CPU. The same
-holds for Keras layers that force XLA internally (a grouped `Conv` on the TensorFlow backend).
+XLA.
+
+Any other function that must be XLA-compiled -- a `tf.function(jit_compile=True)`, called
+eagerly or from another `tf.function`, and the ones Keras makes internally (on the TensorFlow
+backend a grouped `Conv2D`, e.g. ConvNeXt's, runs through one) -- runs through the graph engine
+like any `tf.function` when TensorFlow places it on the NPU (explicitly, or as its default
+device), instead of failing with `No JIT device registered for NPU`. The first such function
+logs one warning per process naming it. The plugin does this where TensorFlow turns the request
+into an XLA kernel (its function kernel creator; tf_plugin_cc/jit_compile.cc), so it needs no
+Keras hook. Placed on the CPU (`with tf.device("/CPU:0"):`), such functions are compiled by XLA
+as before.
 
 ## Dumps and profiling
 

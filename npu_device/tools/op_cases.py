@@ -39,7 +39,10 @@ def tf_cpu_op(op_type, inputs, attrs):
       (it depends on the dilated filter size only);
     * depthwise with unequal strides: the input padded explicitly as the real strides pad it,
       convolved with stride 1 and VALID padding, the result subsampled by the strides; its
-      backprops are the tape's gradients of that forward (it is linear in each argument).
+      backprops are the tape's gradients of that forward (it is linear in each argument);
+    * grouped Conv2D (filter depth a proper divisor of the input's channels; TF's CPU kernels
+      compute no gradients for it, and only some builds its forward): one Conv2D per group on its
+      channels, concatenated; its backprops are the tape's gradients of that forward.
     """
     with tf.device(CPU):
         if op_type.startswith("FusedBatchNorm"):
@@ -94,7 +97,9 @@ def _channels_last(op_type, inputs, attrs, fmt):
 def _windowed(op_type, inputs, attrs):
     """A channels-last window op, dilations and depthwise unequal strides rewritten."""
     rates = list(attrs.get("dilations", []))[1:-1]
-    if any(d != 1 for d in rates):
+    # An empty window is left alone: TF then computes an empty output (or rejects the filter)
+    # without looking at the dilations, and zero-dilating it would change the output size.
+    if any(d != 1 for d in rates) and 0 not in _window(inputs, len(rates)):
         attrs = {**attrs, "dilations": [1] * (len(rates) + 2)}
         if "filter" in inputs:
             inputs = {**inputs, "filter": _dilate(inputs["filter"], rates)}
@@ -106,7 +111,15 @@ def _windowed(op_type, inputs, attrs):
             return grad[tuple(slice(None, None, d) for d in rates)]
     if op_type.startswith("Depthwise") and attrs["strides"][1] != attrs["strides"][2]:
         return _depthwise_unequal_strides(op_type, inputs, attrs)
+    if op_type.startswith("Conv2D") and _conv_groups(inputs) > 1:
+        return _grouped_conv2d(op_type, inputs, attrs)
     return getattr(tf.raw_ops, op_type)(**inputs, **attrs)
+
+
+def _window(inputs, rank):
+    """The filter's spatial sizes (from the filter or filter_sizes input)."""
+    f = inputs["filter"].shape.as_list() if "filter" in inputs else list(np.array(inputs["filter_sizes"]))
+    return [int(d) for d in f[:rank]]
 
 
 def _dilate(f, rates):
@@ -123,18 +136,28 @@ def _dilate(f, rates):
     return f
 
 
+def _backprop_by_tape(forward, op_type, inputs, attrs):
+    """A convolution backprop (op_type ends in BackpropInput or BackpropFilter) as the tape's
+    gradient of `forward` ({"input", "filter"}, attrs) -> output: it is linear in each argument."""
+    filter_grad = op_type.endswith("Filter")
+    dy = inputs["out_backprop"]
+    x = inputs["input"] if filter_grad else tf.zeros(np.array(inputs["input_sizes"]), dy.dtype)
+    f = tf.zeros(np.array(inputs["filter_sizes"]), dy.dtype) if filter_grad else inputs["filter"]
+    wrt = f if filter_grad else x
+    with tf.GradientTape() as tape:
+        tape.watch(wrt)
+        y = forward({"input": x, "filter": f}, attrs)
+    if y.shape != dy.shape:      # the tape would broadcast it; TF's kernels reject it
+        raise tf.errors.InvalidArgumentError(None, None, f"{op_type}: out_backprop {dy.shape} does "
+                                             f"not match the convolution output {y.shape}")
+    return tape.gradient(y, wrt, output_gradients=dy)
+
+
 def _depthwise_unequal_strides(op_type, inputs, attrs):
     """NHWC depthwise convolution (dilation 1) whose strides differ between rows and columns."""
     if op_type != "DepthwiseConv2dNative":     # backprops: gradients of the forward below
-        filter_grad = op_type.endswith("Filter")
-        dy = inputs["out_backprop"]
-        x = inputs["input"] if filter_grad else tf.zeros(np.array(inputs["input_sizes"]), dy.dtype)
-        f = tf.zeros(np.array(inputs["filter_sizes"]), dy.dtype) if filter_grad else inputs["filter"]
-        wrt = f if filter_grad else x
-        with tf.GradientTape() as tape:
-            tape.watch(wrt)
-            y = _depthwise_unequal_strides("DepthwiseConv2dNative", {"input": x, "filter": f}, attrs)
-        return tape.gradient(y, wrt, output_gradients=dy)
+        return _backprop_by_tape(lambda ins, a: _depthwise_unequal_strides(
+            "DepthwiseConv2dNative", ins, a), op_type, inputs, attrs)
     x, f = inputs["input"], inputs["filter"]
     strides, padding = list(attrs["strides"])[1:3], attrs["padding"]
     padding = padding.decode() if isinstance(padding, bytes) else padding
@@ -150,6 +173,28 @@ def _depthwise_unequal_strides(op_type, inputs, attrs):
     y = tf.raw_ops.DepthwiseConv2dNative(input=tf.pad(x, pads + [[0, 0]]), filter=f,
                                          strides=[1, 1, 1, 1], padding="VALID")
     return y[:, ::strides[0], ::strides[1], :]
+
+
+def _conv_groups(inputs):
+    """Groups of an NHWC Conv2D-family case: input channels / filter depth when that is a valid
+    grouping (TF's CPU kernels report an invalid one themselves), else 1."""
+    c = int(np.array(inputs["input_sizes"])[-1]) if "input_sizes" in inputs else inputs["input"].shape[-1]
+    f = [int(d) for d in np.array(inputs["filter_sizes"])] if "filter_sizes" in inputs \
+        else inputs["filter"].shape.as_list()
+    if len(f) != 4 or f[2] <= 0 or c == 0 or c % f[2] or c == f[2]:
+        return 1
+    return c // f[2] if f[3] % (c // f[2]) == 0 else 1
+
+
+def _grouped_conv2d(op_type, inputs, attrs):
+    """NHWC grouped Conv2D: group g's input channels convolved with its filter columns, one
+    plain Conv2D each, concatenated; backprops by the tape."""
+    if op_type != "Conv2D":
+        return _backprop_by_tape(lambda ins, a: _grouped_conv2d("Conv2D", ins, a),
+                                 op_type, inputs, attrs)
+    groups = _conv_groups(inputs)
+    pieces = zip(tf.split(inputs["input"], groups, axis=-1), tf.split(inputs["filter"], groups, axis=-1))
+    return tf.concat([tf.raw_ops.Conv2D(input=x, filter=f, **attrs) for x, f in pieces], axis=-1)
 
 
 _R = np.random.default_rng(1)

@@ -55,9 +55,16 @@ def seed_models():
     def dense(x):
         return tf.nn.softmax(tf.matmul(x, tf.constant(f32(24, 10))) + 1.0)
 
+    def batch_norm_stats(x):     # NpuMoments, NpuBatchNormGradSums (fuse_batch_norm_training)
+        mean, var = tf.nn.moments(x, [0, 1, 2], keepdims=True)
+        dy = tf.sin(x)
+        return (mean, var, tf.reduce_sum(dy, [0, 1, 2], keepdims=True),
+                tf.reduce_sum(dy * x, [0, 1, 2], keepdims=True))
+
     return {
         "conv_nc1hwc0": _cluster_model(conv_block, [f32(2, 8, 8, 16)]),
         "dense_softmax": _cluster_model(dense, [f32(5, 24)]),
+        "batch_norm_stats": _cluster_model(batch_norm_stats, [f32(2, 5, 5, 12)]),
         "gather": _op_model("GatherV2", {"params": f32(6, 4), "indices": np.array([0, 5, 2], np.int32),
                                          "axis": np.int32(0)}),
         "concat": _op_model("ConcatV2", {"values": [f32(2, 3), f32(4, 3)], "axis": np.int32(0)}),

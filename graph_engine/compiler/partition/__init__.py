@@ -14,7 +14,7 @@ its model cache on it, npu_device's bridge its compile events, signature counts 
 import dataclasses
 import hashlib
 
-from graph_engine.compiler import reports
+from graph_engine.compiler import gc_pause, reports
 from graph_engine.ops.errors import CompileError
 from graph_engine.compiler.graphdef import export_graph_def, import_graph_def
 from graph_engine.compiler.options import or_defaults, to_json
@@ -138,12 +138,16 @@ def _rewrite(g, clusters, topo, cloneable, opts):
 def partition_graph_with_report(graphdef_bytes, options=None) -> PartitionResult:
     """A placed GraphDef (bytes) -> PartitionResult; its clusters compile with `options` (the
     compile options, a dict; None: the defaults)."""
-    g = import_graph_def(graphdef_bytes)
-    changed, report = partition(g, options)
-    if not changed:
-        return PartitionResult(bytes(graphdef_bytes), report, {})
-    clusters = {name: g.nodes[name].attr("cluster_key") for name in report.clusters}
-    return PartitionResult(export_graph_def(g).SerializeToString(), report, clusters)
+    with gc_pause.paused():
+        g = import_graph_def(graphdef_bytes)
+        changed, report = partition(g, options)
+        if not changed:
+            result = PartitionResult(bytes(graphdef_bytes), report, {})
+        else:
+            clusters = {name: g.nodes[name].attr("cluster_key") for name in report.clusters}
+            result = PartitionResult(export_graph_def(g).SerializeToString(), report, clusters)
+        g.dispose()             # the IR goes now, by reference counting
+        return result
 
 
 def partition_graph(graphdef_bytes, options=None) -> bytes:

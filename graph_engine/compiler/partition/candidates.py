@@ -1,4 +1,6 @@
 """Which nodes may join an NPU cluster, and why the others may not (the report's reasons)."""
+import functools
+
 from graph_engine import ops
 from graph_engine.ops import dtypes as dt
 from graph_engine.compiler.signature import DT_RESOURCE, DT_STRING, DT_VARIANT, signature
@@ -21,6 +23,7 @@ _STAYS_IN_TF = {
 }
 
 
+@functools.lru_cache(maxsize=256)          # a graph has a few device strings, on every node
 def device_type(device):
     """'NPU' for '/job:localhost/replica:0/task:0/device:NPU:0', '' when unplaced."""
     for part in device.split("/"):

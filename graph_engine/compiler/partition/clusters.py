@@ -38,12 +38,15 @@ def form_clusters(topo, clusterable, ctx, cloned=frozenset()):
     """([[members]], [[members of dropped clusters]]), members in topological order."""
     index = {n: i for i, n in enumerate(topo)}
 
-    def preds(n):
+    def direct_preds(n):
         for p, _ in dag.predecessors(n):
             if n in clusterable and p in cloned:
                 yield from (q for q, _ in dag.predecessors(p))
             else:
                 yield p
+
+    pred_lists = {n: list(direct_preds(n)) for n in topo}     # read once per round below
+    preds = pred_lists.__getitem__
 
     frames = _frames(topo, ctx)             # frame -> virtual node index (after the nodes)
     cycles = GraphCycles(len(topo) + len(frames))

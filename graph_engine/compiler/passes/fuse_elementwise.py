@@ -158,20 +158,40 @@ def _merge_siblings(g, order, groups):
     fuse, so the value is read once (Adam's m and v updates both read the gradient). Neither
     may reach the other through any node (data or control edge), so no cycle can form."""
     succ = {n: set() for n in order}
+    pred = {}
     for n in order:
-        for p in {v.node for v in n.inputs} | set(n.control_inputs):
+        pred[n] = {v.node for v in n.inputs} | set(n.control_inputs)
+        for p in pred[n]:
             succ[p].add(n)
     group_of = {n: i for i, ms in enumerate(groups) for n in ms}
+    position = {n: i for i, n in enumerate(order)}
 
     def reaches(src, dst):
-        targets, seen, stack = set(groups[dst]), set(groups[src]), list(groups[src])
-        while stack:
-            for s in succ[stack.pop()]:
-                if s in targets:
-                    return True
-                if s not in seen:
-                    seen.add(s)
-                    stack.append(s)
+        # `order` is topological, so a path from src to dst only passes nodes placed between
+        # src's first member and dst's last. Search forwards from src and backwards from dst
+        # within those bounds, a step on the side with fewer edges to look at, until the two
+        # meet or one side runs out (one-sided and unbounded, it walked most of a training
+        # graph per call).
+        first = min(position[n] for n in groups[src])
+        last = max(position[n] for n in groups[dst])
+        ahead, behind = set(groups[src]), set(groups[dst])
+        forward = [n for n in groups[src] if position[n] < last]
+        backward = [n for n in groups[dst] if position[n] > first]
+        while forward and backward:
+            if len(succ[forward[-1]]) <= len(pred[backward[-1]]):
+                for s in succ[forward.pop()]:
+                    if s in behind:
+                        return True
+                    if s not in ahead and position[s] < last:
+                        ahead.add(s)
+                        forward.append(s)
+            else:
+                for p in pred[backward.pop()]:
+                    if p in ahead:
+                        return True
+                    if p not in behind and position[p] > first:
+                        behind.add(p)
+                        backward.append(p)
         return False
 
     for n in order:

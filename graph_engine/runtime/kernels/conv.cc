@@ -2,8 +2,15 @@
 // around the computation). Filters are HWIO: [KH, KW, C, OC], i.e. a [KH*KW*C, OC] matrix.
 // NpuFusedConv2D is the forward pass plus an epilogue (bias, residual, activation; see
 // epilogue.h) applied to each GEMM block while it is in cache.
+//
+// Grouped convolution (filter [KH, KW, C/G, OC], G groups; graph_engine/ops/conv.py): group g
+// contracts its input channels [g*C/G, (g+1)*C/G) with its filter columns [g*OC/G, (g+1)*OC/G)
+// into those output channels, one im2col + GEMM per group, its filter columns and gradient
+// columns packed dense for the GEMM. Groups of one input channel are a depthwise convolution
+// and run the depthwise kernels instead (depthwise.h): same filter memory, direct loops.
 #include <cstring>
 
+#include "kernels/depthwise.h"
 #include "kernels/epilogue.h"
 #include "kernels/gemm.h"
 #include "kernels/layout.h"
@@ -16,8 +23,9 @@ namespace {
 // small enough to stay in cache.
 constexpr int64_t kColsBlockFloats = 1 << 17;
 
-// Output pixel p = (n * OH + oh) * OW + ow has the im2col row [KH, KW, C] of input pixels
-// (oh * sh - pad_top + kh * dh, ow * sw - pad_left + kw * dw); out-of-range pixels are zero.
+// Output pixel p = (n * OH + oh) * OW + ow has the im2col row [KH, KW] of input pixels
+// (oh * sh - pad_top + kh * dh, ow * sw - pad_left + kw * dw): fn(tap index within the block's
+// rows, input pixel index or -1 when out of range (zero)).
 template <class Fn>
 void ForEachPatch(const Window2D& g, int64_t p0, int64_t p1, Fn&& fn) {
   for (int64_t p = p0; p < p1; ++p) {
@@ -26,51 +34,72 @@ void ForEachPatch(const Window2D& g, int64_t p0, int64_t p1, Fn&& fn) {
       const int64_t ih = oh * g.sh - g.pad_top + kh * g.dh;
       for (int64_t kw = 0; kw < g.kw; ++kw) {
         const int64_t iw = ow * g.sw - g.pad_left + kw * g.dw;
-        const int64_t col = ((p - p0) * g.kh + kh) * g.kw + kw;
         const bool inside = ih >= 0 && ih < g.h && iw >= 0 && iw < g.w;
-        fn(col * g.c, inside ? ((n * g.h + ih) * g.w + iw) * g.c : -1);
+        fn(((p - p0) * g.kh + kh) * g.kw + kw, inside ? (n * g.h + ih) * g.w + iw : -1);
       }
     }
   }
 }
 
-void Im2Col(const Window2D& g, const float* x, int64_t p0, int64_t p1, float* cols) {
-  ForEachPatch(g, p0, p1, [&](int64_t col, int64_t pixel) {
-    if (pixel >= 0) std::memcpy(cols + col, x + pixel, g.c * sizeof(float));
-    else std::memset(cols + col, 0, g.c * sizeof(float));
+// im2col rows [KH, KW, cn] of pixels [p0, p1) from input channels [c0, c0 + cn).
+void Im2Col(const Window2D& g, const float* x, int64_t p0, int64_t p1, int64_t c0, int64_t cn,
+            float* cols) {
+  ForEachPatch(g, p0, p1, [&](int64_t tap, int64_t pixel) {
+    if (pixel >= 0) std::memcpy(cols + tap * cn, x + pixel * g.c + c0, cn * sizeof(float));
+    else std::memset(cols + tap * cn, 0, cn * sizeof(float));
   });
 }
 
-void Col2ImAdd(const Window2D& g, const float* cols, int64_t p0, int64_t p1, float* dx) {
-  ForEachPatch(g, p0, p1, [&](int64_t col, int64_t pixel) {
+// Adds im2col rows [KH, KW, cn] back into input channels [c0, c0 + cn) of dx.
+void Col2ImAdd(const Window2D& g, const float* cols, int64_t p0, int64_t p1, int64_t c0,
+               int64_t cn, float* dx) {
+  ForEachPatch(g, p0, p1, [&](int64_t tap, int64_t pixel) {
     if (pixel < 0) return;
-    for (int64_t c = 0; c < g.c; ++c) dx[pixel + c] += cols[col + c];
+    float* d = dx + pixel * g.c + c0;
+    const float* c = cols + tap * cn;
+    for (int64_t i = 0; i < cn; ++i) d[i] += c[i];
   });
 }
 
-int64_t RowsPerBlock(const Window2D& g) {
-  return std::max<int64_t>(32, kColsBlockFloats / std::max<int64_t>(1, g.kh * g.kw * g.c));
+// dst[r, 0:n] = src[r, 0:n] for `rows` rows with leading dimensions src_ld and dst_ld: a group's
+// columns of a filter or gradient matrix, packed dense for Gemm or stored back.
+void CopyColumns(const float* src, int64_t src_ld, int64_t rows, int64_t n, float* dst,
+                 int64_t dst_ld) {
+  for (int64_t r = 0; r < rows; ++r) std::memcpy(dst + r * dst_ld, src + r * src_ld, n * sizeof(float));
 }
-
-enum class ConvKind { kForward, kBackpropInput, kBackpropFilter };
 
 class ConvKernel : public Kernel {
  public:
-  ConvKernel(ConvKind kind, Window2D g, int64_t oc, int dtype, Epilogue ep = {})
-      : kind_(kind), g_(g), oc_(oc), dtype_(dtype), ep_(ep) {}
+  ConvKernel(ConvPass pass, Window2D g, int64_t oc, int64_t groups, int dtype, Epilogue ep = {})
+      : pass_(pass), g_(g), oc_(oc), groups_(groups), dtype_(dtype), ep_(ep) {}
 
   Status Compute(const KernelArgs& args) const override {
-    switch (kind_) {
-      case ConvKind::kForward: Forward(args); break;
-      case ConvKind::kBackpropInput: BackpropInput(args); break;
-      case ConvKind::kBackpropFilter: BackpropFilter(args); break;
+    switch (pass_) {
+      case ConvPass::kForward: Forward(args); break;
+      case ConvPass::kBackpropInput: BackpropInput(args); break;
+      case ConvPass::kBackpropFilter: BackpropFilter(args); break;
     }
     return Status::Ok();
   }
 
  private:
-  int64_t kkc() const { return g_.kh * g_.kw * g_.c; }
+  int64_t cg() const { return g_.c / groups_; }           // input channels of a group
+  int64_t og() const { return oc_ / groups_; }            // output channels of a group
+  int64_t kkc() const { return g_.kh * g_.kw * cg(); }    // a group's contraction length
   int64_t pixels() const { return g_.n * g_.oh * g_.ow; }
+  int64_t RowsPerBlock() const {
+    return std::max<int64_t>(32, kColsBlockFloats / std::max<int64_t>(1, kkc()));
+  }
+
+  // Each group's filter columns as a dense [kkc, og] matrix (none needed for one group).
+  std::vector<std::vector<float>> GroupFilters(const float* f) const {
+    std::vector<std::vector<float>> w(groups_ > 1 ? groups_ : 0);
+    for (size_t gi = 0; gi < w.size(); ++gi) {
+      w[gi].resize(kkc() * og());
+      CopyColumns(f + gi * og(), oc_, kkc(), og(), w[gi].data(), og());
+    }
+    return w;
+  }
 
   void Forward(const KernelArgs& args) const {
     NhwcIn x(g_, dtype_, args.in(0), g_.h, g_.w, g_.c);
@@ -86,24 +115,34 @@ class ConvKernel : public Kernel {
       ep_.ApplyRows(y.data() + p0 * oc_, bias ? bias->data() : nullptr,
                     residual ? residual->data() + p0 * oc_ : nullptr, p1 - p0, oc_);
     };
-    const bool pointwise = g_.kh == 1 && g_.kw == 1 && g_.sh == 1 && g_.sw == 1 &&
+    const bool pointwise = groups_ == 1 && g_.kh == 1 && g_.kw == 1 && g_.sh == 1 && g_.sw == 1 &&
                            g_.pad_top == 0 && g_.pad_left == 0 && g_.oh == g_.h && g_.ow == g_.w;
-    const int64_t rows = RowsPerBlock(g_), blocks = (pixels() + rows - 1) / rows;
+    const int64_t rows = RowsPerBlock(), blocks = (pixels() + rows - 1) / rows;
     if (pointwise && (ep_.empty() || blocks < PlanThreads())) {
       // One GEMM parallel inside (a few large blocks would leave threads idle).
       Gemm(pixels(), oc_, g_.c, x.data(), false, f.data(), false, y.data());
       if (!ep_.empty()) ParallelFor(pixels(), 8 * oc_, epilogue);
     } else {
+      const std::vector<std::vector<float>> wg = GroupFilters(f.data());
       ParallelFor(blocks, 2 * rows * kkc() * oc_, [&](int64_t b0, int64_t b1) {
         std::vector<float> cols(pointwise ? 0 : rows * kkc());
+        std::vector<float> part(groups_ > 1 ? rows * og() : 0);   // one group's outputs
         for (int64_t b = b0; b < b1; ++b) {
           const int64_t p0 = b * rows, p1 = std::min(pixels(), p0 + rows);
-          const float* patches = x.data() + p0 * g_.c;   // a 1x1 convolution reads x as is
-          if (!pointwise) {
-            Im2Col(g_, x.data(), p0, p1, cols.data());
-            patches = cols.data();
+          float* yb = y.data() + p0 * oc_;
+          for (int64_t gi = 0; gi < groups_; ++gi) {
+            const float* patches = x.data() + p0 * g_.c;   // a 1x1 convolution reads x as is
+            if (!pointwise) {
+              Im2Col(g_, x.data(), p0, p1, gi * cg(), cg(), cols.data());
+              patches = cols.data();
+            }
+            if (groups_ == 1) {
+              Gemm(p1 - p0, oc_, kkc(), patches, false, f.data(), false, yb);
+            } else {
+              Gemm(p1 - p0, og(), kkc(), patches, false, wg[gi].data(), false, part.data());
+              CopyColumns(part.data(), og(), p1 - p0, og(), yb + gi * og(), oc_);
+            }
           }
-          Gemm(p1 - p0, oc_, kkc(), patches, false, f.data(), false, y.data() + p0 * oc_);
           epilogue(p0, p1);
         }
       });
@@ -111,74 +150,98 @@ class ConvKernel : public Kernel {
     y.Finish();
   }
 
-  // dx = col2im(dy x W^T), image by image (images write disjoint parts of dx).
+  // dx = col2im(dy x W^T) per group, image by image (images write disjoint parts of dx).
   void BackpropInput(const KernelArgs& args) const {
     FloatIn f(dtype_, args.in(0), kkc() * oc_);
     NhwcIn dy(g_, dtype_, args.in(1), g_.oh, g_.ow, oc_);
     NhwcOut dx(g_, dtype_, args.out(0), g_.h, g_.w, g_.c);
-    const int64_t per_image = g_.oh * g_.ow, rows = RowsPerBlock(g_);
+    const std::vector<std::vector<float>> wg = GroupFilters(f.data());
+    const int64_t per_image = g_.oh * g_.ow, rows = std::min(RowsPerBlock(), per_image);
     ParallelFor(g_.n, 2 * per_image * kkc() * oc_, [&](int64_t n0, int64_t n1) {
-      std::vector<float> cols(std::min(rows, per_image) * kkc());
+      std::vector<float> cols(rows * kkc());
+      std::vector<float> dyg(groups_ > 1 ? rows * og() : 0);   // one group's output gradient
       for (int64_t n = n0; n < n1; ++n) {
         float* dxn = dx.data() + n * g_.h * g_.w * g_.c;
         std::fill(dxn, dxn + g_.h * g_.w * g_.c, 0.0f);
         for (int64_t p0 = n * per_image; p0 < (n + 1) * per_image; p0 += rows) {
           const int64_t p1 = std::min((n + 1) * per_image, p0 + rows);
-          Gemm(p1 - p0, kkc(), oc_, dy.data() + p0 * oc_, false, f.data(), true, cols.data());
-          Col2ImAdd(g_, cols.data(), p0, p1, dx.data());
+          for (int64_t gi = 0; gi < groups_; ++gi) {
+            if (groups_ == 1) {
+              Gemm(p1 - p0, kkc(), oc_, dy.data() + p0 * oc_, false, f.data(), true, cols.data());
+            } else {
+              CopyColumns(dy.data() + p0 * oc_ + gi * og(), oc_, p1 - p0, og(), dyg.data(), og());
+              Gemm(p1 - p0, kkc(), og(), dyg.data(), false, wg[gi].data(), true, cols.data());
+            }
+            Col2ImAdd(g_, cols.data(), p0, p1, gi * cg(), cg(), dx.data());
+          }
         }
       }
     });
     dx.Finish();
   }
 
-  // dW = sum over pixel blocks of im2col(x)^T x dy; one partial sum per part, added in order.
+  // dW = sum over pixel blocks of im2col(x)^T x dy, per group; one partial sum per part (groups
+  // one after another, each [kkc, og]), added in order.
   void BackpropFilter(const KernelArgs& args) const {
     NhwcIn x(g_, dtype_, args.in(0), g_.h, g_.w, g_.c);
     NhwcIn dy(g_, dtype_, args.in(1), g_.oh, g_.ow, oc_);
     FloatOut dw(dtype_, args.out(0), kkc() * oc_);
-    const int64_t rows = RowsPerBlock(g_), blocks = (pixels() + rows - 1) / rows;
+    const int64_t rows = RowsPerBlock(), blocks = (pixels() + rows - 1) / rows;
     const int64_t parts = std::max<int64_t>(1, std::min<int64_t>(PlanThreads(), blocks));
     std::vector<std::vector<float>> partial(parts);
     ParallelFor(parts, 2 * pixels() * kkc() * oc_ / parts, [&](int64_t q0, int64_t q1) {
       std::vector<float> cols(rows * kkc());
+      std::vector<float> dyg(groups_ > 1 ? rows * og() : 0);
       for (int64_t q = q0; q < q1; ++q) {
         partial[q].assign(kkc() * oc_, 0.0f);
         for (int64_t b = blocks * q / parts; b < blocks * (q + 1) / parts; ++b) {
           const int64_t p0 = b * rows, p1 = std::min(pixels(), p0 + rows);
-          Im2Col(g_, x.data(), p0, p1, cols.data());
-          Gemm(kkc(), oc_, p1 - p0, cols.data(), true, dy.data() + p0 * oc_, false,
-               partial[q].data(), true);
+          for (int64_t gi = 0; gi < groups_; ++gi) {
+            Im2Col(g_, x.data(), p0, p1, gi * cg(), cg(), cols.data());
+            const float* d = dy.data() + p0 * oc_;
+            if (groups_ > 1) {
+              CopyColumns(d + gi * og(), oc_, p1 - p0, og(), dyg.data(), og());
+              d = dyg.data();
+            }
+            Gemm(kkc(), og(), p1 - p0, cols.data(), true, d, false,
+                 partial[q].data() + gi * kkc() * og(), true);
+          }
         }
       }
     });
+    // Group gi's [kkc, og] sum is columns [gi * og, (gi + 1) * og) of dW [kkc, OC].
     float* out = dw.data();
     std::fill(out, out + kkc() * oc_, 0.0f);
     for (const auto& p : partial)
-      for (int64_t i = 0; i < kkc() * oc_; ++i) out[i] += p[i];
+      for (int64_t gi = 0; gi < groups_; ++gi)
+        for (int64_t k = 0; k < kkc(); ++k) {
+          const float* src = p.data() + (gi * kkc() + k) * og();
+          float* dst = out + k * oc_ + gi * og();
+          for (int64_t o = 0; o < og(); ++o) dst[o] += src[o];
+        }
     dw.Finish();
   }
 
-  ConvKind kind_;
+  ConvPass pass_;
   Window2D g_;
-  int64_t oc_;
+  int64_t oc_, groups_;
   int dtype_;
   Epilogue ep_;
 };
 
 // Validates a Conv2D-family node given its input, filter and output-gradient shapes.
 // `fused`: NpuFusedConv2D, the forward pass with the epilogue attributes and inputs.
-Status MakeConv(const KernelDef& def, ConvKind kind, std::unique_ptr<Kernel>* out, bool fused = false) {
+Status MakeConv(const KernelDef& def, ConvPass pass, std::unique_ptr<Kernel>* out, bool fused = false) {
   Epilogue ep;
   if (fused) NPU_RETURN_IF_ERROR(ParseEpilogue(def.attrs, &ep));
   NPU_RETURN_IF_ERROR(CheckArity(def, 2 + ep.extra_inputs(), 1));
   NPU_RETURN_IF_ERROR(CheckFloatStorage(def));
   Dims input, filter, output;
-  if (kind == ConvKind::kForward) {
+  if (pass == ConvPass::kForward) {
     input = def.inputs[0].dims;
     filter = def.inputs[1].dims;
     output = def.outputs[0].dims;
-  } else if (kind == ConvKind::kBackpropInput) {
+  } else if (pass == ConvPass::kBackpropInput) {
     NPU_RETURN_IF_ERROR(def.attrs.IntList("input_sizes", &input));
     NPU_RETURN_IF_ERROR(CheckShape("output", def.outputs[0].dims, input));
     filter = def.inputs[0].dims;
@@ -192,27 +255,35 @@ Status MakeConv(const KernelDef& def, ConvKind kind, std::unique_ptr<Kernel>* ou
   if (filter.size() != 4) return Error("filter must have rank 4 [KH,KW,C,OC], got ", ShapeString(filter));
   Window2D g;
   NPU_RETURN_IF_ERROR(MakeWindow2D(def.attrs, input, filter[0], filter[1], true, &g));
-  if (filter[2] != g.c)
-    return Error("filter ", ShapeString(filter), " has ", filter[2], " input channels; the input has ",
-                 g.c, " (grouped convolution is not supported)");
-  NPU_RETURN_IF_ERROR(CheckShape(kind == ConvKind::kForward ? "output" : "out_backprop", output,
+  // The filter's input depth divides the input's channels into groups (one: plain Conv2D).
+  if (filter[2] <= 0 || g.c % filter[2] != 0 || g.c == 0)
+    return Error("filter ", ShapeString(filter), " has ", filter[2], " input channels, which do "
+                 "not divide the input's ", g.c, " channels into groups");
+  const int64_t groups = g.c / filter[2];
+  if (filter[3] % groups != 0)
+    return Error("filter ", ShapeString(filter), ": ", filter[3], " output channels do not divide "
+                 "into ", groups, " groups");
+  NPU_RETURN_IF_ERROR(CheckShape(pass == ConvPass::kForward ? "output" : "out_backprop", output,
                                  g.OutputShape(filter[3])));
   if (fused) NPU_RETURN_IF_ERROR(CheckEpilogueInputs(def, ep, 2, filter[3]));
-  *out = std::make_unique<ConvKernel>(kind, g, filter[3], def.outputs[0].dtype, ep);
+  if (groups > 1 && filter[2] == 1)   // one input channel per group: depthwise, multiplier OC/C
+    *out = NewDepthwiseKernel(pass, g, filter[3] / groups, def.outputs[0].dtype, ep);
+  else
+    *out = std::make_unique<ConvKernel>(pass, g, filter[3], groups, def.outputs[0].dtype, ep);
   return Status::Ok();
 }
 
 NPU_REGISTER_KERNEL("Conv2D", [](const KernelDef& d, std::unique_ptr<Kernel>* k) {
-  return MakeConv(d, ConvKind::kForward, k);
+  return MakeConv(d, ConvPass::kForward, k);
 });
 NPU_REGISTER_KERNEL("NpuFusedConv2D", [](const KernelDef& d, std::unique_ptr<Kernel>* k) {
-  return MakeConv(d, ConvKind::kForward, k, true);
+  return MakeConv(d, ConvPass::kForward, k, true);
 });
 NPU_REGISTER_KERNEL("Conv2DBackpropInput", [](const KernelDef& d, std::unique_ptr<Kernel>* k) {
-  return MakeConv(d, ConvKind::kBackpropInput, k);
+  return MakeConv(d, ConvPass::kBackpropInput, k);
 });
 NPU_REGISTER_KERNEL("Conv2DBackpropFilter", [](const KernelDef& d, std::unique_ptr<Kernel>* k) {
-  return MakeConv(d, ConvKind::kBackpropFilter, k);
+  return MakeConv(d, ConvPass::kBackpropFilter, k);
 });
 
 }  // namespace

@@ -5,7 +5,8 @@
 // block: a block owns its channels of dx or dW and needs no synchronisation.
 // NpuFusedDepthwiseConv2D is the forward pass plus an epilogue (epilogue.h) applied to each
 // output pixel's channels right after they are summed.
-#include "kernels/epilogue.h"
+#include "kernels/depthwise.h"
+
 #include "kernels/layout.h"
 
 namespace npu {
@@ -14,18 +15,16 @@ namespace {
 
 constexpr int64_t kChannelBlock = 8;
 
-enum class Kind { kForward, kBackpropInput, kBackpropFilter };
-
 class DepthwiseKernel : public Kernel {
  public:
-  DepthwiseKernel(Kind kind, Window2D g, int64_t m, int dtype, Epilogue ep = {})
+  DepthwiseKernel(ConvPass kind, Window2D g, int64_t m, int dtype, Epilogue ep = {})
       : kind_(kind), g_(g), m_(m), dtype_(dtype), ep_(ep) {}
 
   Status Compute(const KernelArgs& args) const override {
     switch (kind_) {
-      case Kind::kForward: Forward(args); break;
-      case Kind::kBackpropInput: BackpropInput(args); break;
-      case Kind::kBackpropFilter: BackpropFilter(args); break;
+      case ConvPass::kForward: Forward(args); break;
+      case ConvPass::kBackpropInput: BackpropInput(args); break;
+      case ConvPass::kBackpropFilter: BackpropFilter(args); break;
     }
     return Status::Ok();
   }
@@ -128,7 +127,7 @@ class DepthwiseKernel : public Kernel {
     dw.Finish();
   }
 
-  Kind kind_;
+  ConvPass kind_;
   Window2D g_;
   int64_t m_;
   int dtype_;
@@ -136,15 +135,15 @@ class DepthwiseKernel : public Kernel {
 };
 
 // `fused`: NpuFusedDepthwiseConv2D, the forward pass with the epilogue attributes and inputs.
-Status MakeDepthwise(const KernelDef& def, Kind kind, std::unique_ptr<Kernel>* out, bool fused = false) {
+Status MakeDepthwise(const KernelDef& def, ConvPass kind, std::unique_ptr<Kernel>* out, bool fused = false) {
   Epilogue ep;
   if (fused) NPU_RETURN_IF_ERROR(ParseEpilogue(def.attrs, &ep));
   NPU_RETURN_IF_ERROR(CheckArity(def, 2 + ep.extra_inputs(), 1));
   NPU_RETURN_IF_ERROR(CheckFloatStorage(def));
   Dims input, filter, output;
-  if (kind == Kind::kForward) {
+  if (kind == ConvPass::kForward) {
     input = def.inputs[0].dims, filter = def.inputs[1].dims, output = def.outputs[0].dims;
-  } else if (kind == Kind::kBackpropInput) {
+  } else if (kind == ConvPass::kBackpropInput) {
     NPU_RETURN_IF_ERROR(def.attrs.IntList("input_sizes", &input));
     NPU_RETURN_IF_ERROR(CheckShape("output", def.outputs[0].dims, input));
     filter = def.inputs[0].dims, output = def.inputs[1].dims;
@@ -158,26 +157,32 @@ Status MakeDepthwise(const KernelDef& def, Kind kind, std::unique_ptr<Kernel>* o
   NPU_RETURN_IF_ERROR(MakeWindow2D(def.attrs, input, filter[0], filter[1], true, &g));
   if (filter[2] != g.c)
     return Error("filter ", ShapeString(filter), " has ", filter[2], " channels; the input has ", g.c);
-  NPU_RETURN_IF_ERROR(CheckShape(kind == Kind::kForward ? "output" : "out_backprop", output,
+  NPU_RETURN_IF_ERROR(CheckShape(kind == ConvPass::kForward ? "output" : "out_backprop", output,
                                  g.OutputShape(g.c * filter[3])));
   if (fused) NPU_RETURN_IF_ERROR(CheckEpilogueInputs(def, ep, 2, g.c * filter[3]));
-  *out = std::make_unique<DepthwiseKernel>(kind, g, filter[3], def.outputs[0].dtype, ep);
+  *out = NewDepthwiseKernel(kind, g, filter[3], def.outputs[0].dtype, ep);
   return Status::Ok();
 }
 
 NPU_REGISTER_KERNEL("DepthwiseConv2dNative", [](const KernelDef& d, std::unique_ptr<Kernel>* k) {
-  return MakeDepthwise(d, Kind::kForward, k);
+  return MakeDepthwise(d, ConvPass::kForward, k);
 });
 NPU_REGISTER_KERNEL("NpuFusedDepthwiseConv2D", [](const KernelDef& d, std::unique_ptr<Kernel>* k) {
-  return MakeDepthwise(d, Kind::kForward, k, true);
+  return MakeDepthwise(d, ConvPass::kForward, k, true);
 });
 NPU_REGISTER_KERNEL("DepthwiseConv2dNativeBackpropInput", [](const KernelDef& d, std::unique_ptr<Kernel>* k) {
-  return MakeDepthwise(d, Kind::kBackpropInput, k);
+  return MakeDepthwise(d, ConvPass::kBackpropInput, k);
 });
 NPU_REGISTER_KERNEL("DepthwiseConv2dNativeBackpropFilter", [](const KernelDef& d, std::unique_ptr<Kernel>* k) {
-  return MakeDepthwise(d, Kind::kBackpropFilter, k);
+  return MakeDepthwise(d, ConvPass::kBackpropFilter, k);
 });
 
 }  // namespace
+
+std::unique_ptr<Kernel> NewDepthwiseKernel(ConvPass pass, const Window2D& g, int64_t multiplier,
+                                           int dtype, const Epilogue& ep) {
+  return std::make_unique<DepthwiseKernel>(pass, g, multiplier, dtype, ep);
+}
+
 }  // namespace kernels
 }  // namespace npu

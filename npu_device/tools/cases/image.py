@@ -60,3 +60,33 @@ CASES += [
     ("AdjustSaturation", {"images": _RGB, "scale": np.float32(0.4)}, {}),
     ("AdjustContrastv2", {"images": _RGB, "contrast_factor": np.float32(1.6)}, {}),
 ]
+
+# ScaleAndTranslate (tf.image.resize with antialias, lanczos3/5, gaussian, mitchellcubic): every
+# sampling kernel down- and upscaling by uneven ratios, with and without antialias, and a scale
+# and translation that put part of the output outside the image (empty spans). Its own random
+# values, so that the cases of the modules after this one keep theirs.
+_ST_R = np.random.default_rng(23)
+_ST_IMG = _ST_R.uniform(-2, 2, (2, 5, 7, 3)).astype(np.float32)
+_ST_KERNELS = ("lanczos3", "lanczos5", "gaussian", "mitchellcubic", "keyscubic", "triangle", "box", "lanczos1")
+
+
+def _st(h, w, scale=None, translation=(0.0, 0.0)):
+    """size, scale and translation of a resize of _ST_IMG to h x w (scale: size / input size)."""
+    scale = scale or (h / 5, w / 7)
+    return {"size": _size(h, w), "scale": np.float32(scale), "translation": np.float32(translation)}
+
+
+CASES += [
+    *[("ScaleAndTranslate", {"images": _ST_IMG, **_st(h, w)}, {"kernel_type": k, "antialias": True})
+      for k in _ST_KERNELS for h, w in ((3, 4), (9, 12))],
+    *[("ScaleAndTranslate", {"images": _ST_IMG, **_st(2, 3)}, {"kernel_type": k, "antialias": False})
+      for k in ("lanczos3", "gaussian", "mitchellcubic")],
+    ("ScaleAndTranslate", {"images": _ST_IMG, **_st(6, 8, scale=(0.7, 1.9), translation=(0.3, -2.2))},
+     {"kernel_type": "lanczos5", "antialias": True}),
+    *[("ScaleAndTranslateGrad", {"grads": _ST_R.uniform(-1, 1, (2, *st["size"], 3)).astype(np.float32),
+                                 "original_image": _ST_IMG, "scale": st["scale"],
+                                 "translation": st["translation"]}, {"kernel_type": k, "antialias": a})
+      for k, a, st in (("lanczos3", True, _st(3, 4)), ("mitchellcubic", True, _st(9, 12)),
+                       ("gaussian", False, _st(2, 3)),
+                       ("keyscubic", True, _st(6, 8, scale=(0.7, 1.9), translation=(0.3, -2.2))))],
+]

@@ -1,4 +1,4 @@
-"""Cases of the neural-network ops of graph_engine/ops/nn_extra.py."""
+"""Cases of the neural-network ops of graph_engine/ops/nn_extra.py, and grouped convolutions."""
 import numpy as np
 import tensorflow as tf
 
@@ -20,7 +20,41 @@ _QDQ_RANGE = {"input_min": np.float32(-1.3), "input_max": np.float32(1.1)}
 _QDQ_RANGE_AXIS1 = {"input_min": np.array([-1.3, -0.6, -1.0, -0.1], np.float32),
                     "input_max": np.array([1.1, 0.5, 1.4, 0.3], np.float32)}
 
+# Grouped convolution (filter depth C / G; graph_engine/ops/conv.py): G = 3, G = C with two
+# outputs per channel (the depthwise form), G = 2 strided and dilated, NCHW with explicit pads.
+# Their own random values, so that the cases of the modules after this one keep theirs.
+_GR = np.random.default_rng(29)
+
+
+def _g32(*shape):
+    return _GR.uniform(-2.0, 2.0, shape).astype(np.float32)
+
+
+_SAME1 = dict(strides=[1, 1, 1, 1], padding="SAME")
+_GX, _GW = _g32(2, 7, 7, 6), _g32(3, 3, 2, 9)
+_DX, _DW = _g32(2, 6, 6, 4), _g32(3, 3, 1, 8)
+_STRIDED = dict(strides=[1, 2, 1, 1], dilations=[1, 1, 2, 1], padding="VALID")
+_NCHW = dict(strides=[1, 1, 2, 2], padding="EXPLICIT", data_format="NCHW",
+             explicit_paddings=[0, 0, 0, 0, 1, 2, 2, 0])
+
 CASES = [
+    ("Conv2D", {"input": _GX, "filter": _GW}, _SAME1),
+    ("Conv2D", {"input": _DX, "filter": _DW}, _SAME1),
+    ("Conv2D", {"input": _g32(2, 9, 8, 8), "filter": _g32(3, 2, 4, 6)}, _STRIDED),
+    ("Conv2D", {"input": _g32(2, 6, 7, 5), "filter": _g32(3, 3, 3, 4)}, _NCHW),
+    ("Conv2DBackpropInput", {"input_sizes": np.array(_GX.shape, np.int32), "filter": _GW,
+                             "out_backprop": _g32(2, 7, 7, 9)}, _SAME1),
+    ("Conv2DBackpropInput", {"input_sizes": np.array([2, 6, 7, 5], np.int32),
+                             "filter": _g32(3, 3, 3, 4), "out_backprop": _g32(2, 4, 4, 3)}, _NCHW),
+    ("Conv2DBackpropInput", {"input_sizes": np.array(_DX.shape, np.int32), "filter": _DW,
+                             "out_backprop": _g32(2, 3, 3, 8)}, dict(strides=[1, 2, 2, 1], padding="SAME")),
+    ("Conv2DBackpropFilter", {"input": _GX, "filter_sizes": np.array(_GW.shape, np.int32),
+                              "out_backprop": _g32(2, 7, 7, 9)}, _SAME1),
+    ("Conv2DBackpropFilter", {"input": _g32(2, 9, 8, 8), "filter_sizes": np.array([3, 2, 4, 6], np.int32),
+                              "out_backprop": _g32(2, 4, 6, 6)}, _STRIDED),
+    ("Conv2DBackpropFilter", {"input": _DX, "filter_sizes": np.array(_DW.shape, np.int32),
+                              "out_backprop": _g32(2, 6, 6, 8)}, _SAME1),
+
     ("L2Loss", {"t": _f32(3, 4)}, {}),
     ("BiasAddV1", {"value": _f32(2, 3, 4), "bias": _f32(4)}, {}),
     ("DataFormatDimMap", {"x": np.array([-4, -1, 0, 1, 2, 3, 5], np.int32)}, {}),

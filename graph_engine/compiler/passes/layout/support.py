@@ -63,8 +63,10 @@ def can_run_5hd(node):
     nhwc = node.attr("data_format", "NHWC") in ("NHWC", b"NHWC")
     if op in CONVOLUTIONS:
         filt = ins[1].shape
+        # conv_5hd.cc contracts over all input channels: a grouped Conv2D (filter depth less
+        # than the input's, graph_engine/ops/conv.py) stays ND
         return (nhwc and _nhwc4(ins[0]) and filt is not None and len(filt) == 4
-                and ("Depthwise" not in op or filt[3] == 1))
+                and (filt[3] == 1 if "Depthwise" in op else filt[2] == ins[0].shape[3]))
     if op in POOLS:
         return nhwc and _nhwc4(ins[0])
     if op == "BiasAdd":
