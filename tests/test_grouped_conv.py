@@ -268,6 +268,7 @@ def test_keras_grouped_conv_fit_matches_split_reference():
         histories, weights = [], []
         keras.utils.set_random_seed(0)
         initial = grouped_model(keras_conv).get_weights()
+        fallbacks = npu_device.compile_stats()["fallbacks"]     # earlier tests' count stays
         for device, conv in ((NPU, keras_conv), (CPU, SplitConv2D)):
             with tf.device(device):
                 model = grouped_model(conv)
@@ -277,7 +278,7 @@ def test_keras_grouped_conv_fit_matches_split_reference():
                 histories.append(model.fit(x, y, batch_size=16, epochs=3, shuffle=False,
                                            verbose=0).history["loss"])
                 weights.append(model.get_weights())
-        assert npu_device.compile_stats()["fallbacks"] == 0
+        assert npu_device.compile_stats()["fallbacks"] == fallbacks
     finally:
         npu_device.set_npu_config(precision_mode=None)
     np.testing.assert_allclose(histories[0], histories[1], rtol=1e-4)
@@ -292,6 +293,7 @@ def test_convnext_tiny_predict_and_fit_step():
     keras.utils.set_random_seed(0)
     x = np.random.default_rng(0).standard_normal((2, 64, 64, 3)).astype(np.float32)
     y = np.array([1, 7], np.int32)
+    fallbacks = npu_device.compile_stats()["fallbacks"]         # earlier tests' count stays
     with tf.device(NPU):
         model = keras.applications.ConvNeXtTiny(weights=None, input_shape=(64, 64, 3),
                                                 classes=10)
@@ -304,4 +306,4 @@ def test_convnext_tiny_predict_and_fit_step():
     np.testing.assert_allclose(probs.sum(axis=1), 1.0, rtol=1e-5)
     assert len(loss) == 1 and np.isfinite(loss[0]), loss
     assert ran > 0
-    assert npu_device.compile_stats()["fallbacks"] == 0
+    assert npu_device.compile_stats()["fallbacks"] == fallbacks
