@@ -174,11 +174,15 @@ def test_signature_follows_the_attrs_that_size_its_args():
 def test_disposed_graph_is_freed_without_the_cyclic_collector():
     import gc
     import weakref
-    g = import_graph_def(_function_graph().as_graph_def())
-    removed = next(n for n in g if n.op != "_Arg")
-    g.remove(removed)                        # removed nodes are released too
-    refs = [weakref.ref(n) for n in list(g) + [removed]]
-    del removed
+    from graph_engine.compiler.graph import Graph
+    from graph_engine.compiler.node import Node
+    g = Graph()
+    x = g.add(Node("x", "_Arg", output_dtypes=[dt.DT_FLOAT]))
+    neg = g.add(Node("neg", "Neg", inputs=x.outputs, output_dtypes=[dt.DT_FLOAT]))
+    g.add(Node("y", "_Retval", inputs=neg.outputs))
+    g.remove(neg)                            # removed nodes are released too
+    refs = [weakref.ref(n) for n in list(g) + [neg]]
+    del x, neg
     gc.disable()
     try:
         g.dispose()

@@ -105,6 +105,7 @@ class CycleError(CompileError):
 
 
 def _producers_first(nodes, producers):
+    """Does every node of `nodes` come after the nodes it depends on?"""
     seen = set()
     if producers is _producers:
         for n in nodes:

@@ -38,7 +38,7 @@ def _extras(nd):
 def node_from_def(nd, library=None):
     """A Node for NodeDef `nd`, inputs not yet connected."""
     sig = signature(nd.op, nd.attr, library)
-    return Node(nd.name, nd.op, device=nd.device, attrs={k: v for k, v in nd.attr.items()},
+    return Node(nd.name, nd.op, device=nd.device, attrs=nd.attr,    # Node copies the map
                 output_dtypes=sig.output_dtypes if sig else (), extras=_extras(nd))
 
 

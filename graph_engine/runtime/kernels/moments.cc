@@ -73,7 +73,9 @@ inline float RunSum(const float* x, const float* y, int64_t n, float m) {
   _mm256_storeu_ps(lane, lanes);
   float s = 0;
   for (; i < n; ++i)
-    s += kOp == Accumulate::kSquares ? (x[i] - m) * (x[i] - m) : kOp == Accumulate::kProduct ? x[i] * y[i] : x[i];
+    s += kOp == Accumulate::kSquares   ? (x[i] - m) * (x[i] - m)
+         : kOp == Accumulate::kProduct ? x[i] * y[i]
+                                       : x[i];
   for (float v : lane) s += v;
   return s;
 }
@@ -109,26 +111,7 @@ class ChannelStatsKernel : public Kernel {
     const Partials p = v_.inner == 1 ? ChannelsLast(x.data(), dy ? dy->data() : nullptr)
                                      : ChannelsFirst(x.data(), dy ? dy->data() : nullptr);
     ParallelFor(c, 4 * p.segments, [&](int64_t c0, int64_t c1) {
-    for (int64_t ch = c0; ch < c1; ++ch) {
-      double a = 0, b = 0;
-      for (int64_t s = 0; s < p.segments; ++s) a += p.a[s * c + ch];
-      if (moments_) {
-        // An empty batch: 0/0, NaN, as Mean; inf/NaN elements give NaN variances, as TF's.
-        const double mean = a / static_cast<double>(count);
-        for (int64_t s = 0; s < p.segments; ++s) {
-          const double ns = p.n[s];
-          if (ns == 0) continue;
-          const double d = p.a[s * c + ch] / ns - mean;
-          b += p.b[s * c + ch] + ns * d * d;
-        }
-        out0.data()[ch] = static_cast<float>(mean);
-        out1.data()[ch] = static_cast<float>(b / static_cast<double>(count));
-      } else {
-        for (int64_t s = 0; s < p.segments; ++s) b += p.b[s * c + ch];
-        out0.data()[ch] = static_cast<float>(a);
-        out1.data()[ch] = static_cast<float>(b);
-      }
-    }
+      for (int64_t ch = c0; ch < c1; ++ch) Combine(p, ch, count, out0.data() + ch, out1.data() + ch);
     });
     out0.Finish();
     out1.Finish();
@@ -136,6 +119,29 @@ class ChannelStatsKernel : public Kernel {
   }
 
  private:
+  // Channel ch's results from its segments' partial sums, in segment order.
+  void Combine(const Partials& p, int64_t ch, int64_t count, float* r0, float* r1) const {
+    const int64_t c = v_.channels;
+    double a = 0, b = 0;
+    for (int64_t s = 0; s < p.segments; ++s) a += p.a[s * c + ch];
+    if (!moments_) {
+      for (int64_t s = 0; s < p.segments; ++s) b += p.b[s * c + ch];
+      *r0 = static_cast<float>(a);
+      *r1 = static_cast<float>(b);
+      return;
+    }
+    // An empty batch: 0/0, NaN, as Mean; inf/NaN elements give NaN variances, as TF's.
+    const double mean = a / static_cast<double>(count);
+    for (int64_t s = 0; s < p.segments; ++s) {
+      const double ns = p.n[s];
+      if (ns == 0) continue;
+      const double d = p.a[s * c + ch] / ns - mean;
+      b += p.b[s * c + ch] + ns * d * d;
+    }
+    *r0 = static_cast<float>(mean);
+    *r1 = static_cast<float>(b / static_cast<double>(count));
+  }
+
   // x as [rows, C]: a segment is rows_ rows of a block of cols_ channels.
   Partials ChannelsLast(const float* x, const float* dy) const {
     const int64_t c = v_.channels, rows = v_.outer;
