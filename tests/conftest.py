@@ -34,3 +34,14 @@ def run_python(code, env=None, timeout=300):
 @pytest.fixture
 def python_subprocess():
     return run_python
+
+
+@pytest.fixture
+def no_soft_placement():
+    """Every op a test runs on the NPU must have an NPU kernel: one without fails instead of
+    running on the CPU. Soft placement comes back afterwards (Keras' fit needs it)."""
+    import tensorflow as tf
+    soft = tf.config.get_soft_device_placement()
+    tf.config.set_soft_device_placement(False)
+    yield
+    tf.config.set_soft_device_placement(soft)

@@ -21,11 +21,8 @@ DTYPES = (tf.float32, tf.float16, tf.bfloat16)
 
 
 @pytest.fixture(autouse=True)
-def no_soft_placement():
-    soft = tf.config.get_soft_device_placement()
-    tf.config.set_soft_device_placement(False)
-    yield
-    tf.config.set_soft_device_placement(soft)
+def _npu_kernels_only(no_soft_placement):
+    """Every test here: its NPU ops must have NPU kernels (conftest.no_soft_placement)."""
 
 
 def on(device, fn):

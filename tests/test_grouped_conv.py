@@ -83,15 +83,6 @@ CASES = {
 }
 
 
-@pytest.fixture
-def no_soft_placement():
-    # Every op of the call must run on the NPU (an op without an NPU kernel fails instead).
-    soft = tf.config.get_soft_device_placement()
-    tf.config.set_soft_device_placement(False)
-    yield
-    tf.config.set_soft_device_placement(soft)
-
-
 @pytest.mark.parametrize("case", CASES)
 def test_numpy_references_match_split_tf(case):
     # The registry's numpy references (constant folding, the reference executor) of all three ops.

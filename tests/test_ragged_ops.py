@@ -12,14 +12,6 @@ NPU, CPU = "/device:NPU:0", "/device:CPU:0"
 _TEXT = ["the cat sat on the mat", "a dog", "", "the dog ate the cat food today"]
 
 
-@pytest.fixture
-def no_soft_placement():
-    soft = tf.config.get_soft_device_placement()
-    tf.config.set_soft_device_placement(False)
-    yield
-    tf.config.set_soft_device_placement(soft)
-
-
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("length", [4, None])     # cut and padded; padded to the longest
 def test_text_vectorization_matches_cpu(no_soft_placement, length):

@@ -31,11 +31,8 @@ def _ulps(got, want):
 
 
 @pytest.fixture(autouse=True)
-def npu_only():
-    soft = tf.config.get_soft_device_placement()
-    tf.config.set_soft_device_placement(False)
-    yield
-    tf.config.set_soft_device_placement(soft)
+def npu_only(no_soft_placement):
+    """Every test here: its NPU ops must have NPU kernels (conftest.no_soft_placement)."""
 
 
 @pytest.mark.parametrize("op", sorted(OPS))

@@ -16,29 +16,17 @@ from graph_engine.compiler.compile import compile_model
 from graph_engine.compiler.devtools import op_request
 from graph_engine.ops import random as ge_random
 from npu_device.explain import explain
+from test_ge_random import CPU, NPU, on
 
 pytestmark = pytest.mark.timeout(300)
 
-NPU, CPU = "/device:NPU:0", "/device:CPU:0"
 KEY = np.array([0x0123456789ABCDEF], np.uint64)
 COUNTER = np.array([0xFFFFFFFFFFFFFFFF, 41], np.uint64)     # the first call carries into word 2
 
 
 @pytest.fixture(autouse=True)
-def no_soft_placement():
-    soft = tf.config.get_soft_device_placement()
-    tf.config.set_soft_device_placement(False)
-    yield
-    tf.config.set_soft_device_placement(soft)
-
-
-def on(device, fn):
-    with tf.device(device):
-        out = fn()
-    outs = out if isinstance(out, (list, tuple)) else [out]
-    if device == NPU:
-        assert all(t.device.endswith("NPU:0") for t in outs), [t.device for t in outs]
-    return [t.numpy() for t in outs]
+def _npu_kernels_only(no_soft_placement):
+    """Every test here: its NPU ops must have NPU kernels (conftest.no_soft_placement)."""
 
 
 def assert_same(npu, cpu):

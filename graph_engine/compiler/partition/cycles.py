@@ -4,12 +4,12 @@ Nodes are ints. A dynamic topological order (Pearce & Kelly) makes "does another
 from a to b?" a search bounded to the ranks between a and b. Contracting a -> b merges b into
 a unless such a path exists: then the merged node would sit on a cycle.
 
-That search runs from both ends at once, forwards from a and backwards from b, each step on the
-side with fewer edges to look at, and stops when either side runs out: a grown cluster has a
+That search runs from both ends at once (reachability.path_exists): a grown cluster has a
 fan-out of hundreds (searching forwards from it visited most of a training graph per merge,
 quadratic overall), while the node being merged into it usually has few ancestors within the
 bound.
 """
+from graph_engine.compiler.reachability import path_exists
 
 
 class GraphCycles:
@@ -42,32 +42,8 @@ class GraphCycles:
         self.inn[y].discard(x)
 
     def reachable(self, x, y):
-        """Is there a path x -> ... -> y? Every node on one has a rank between theirs; the
-        search steps forwards from x and backwards from y until the two meet (a path) or one
-        side has nothing left to visit (none)."""
-        rank, out, inn = self.rank, self.out, self.inn
-        lo, hi = rank[x], rank[y]
-        if lo > hi:
-            return False
-        ahead, behind = {x}, {y}            # reached from x; reaching y
-        forward, backward = [x], [y]
-        while forward and backward:
-            # Step on the side whose next node has fewer edges to look at.
-            if len(out[forward[-1]]) <= len(inn[backward[-1]]):
-                for m in out[forward.pop()]:
-                    if m in behind:
-                        return True
-                    if m not in ahead and rank[m] < hi:
-                        ahead.add(m)
-                        forward.append(m)
-            else:
-                for m in inn[backward.pop()]:
-                    if m in ahead:
-                        return True
-                    if m not in behind and rank[m] > lo:
-                        behind.add(m)
-                        backward.append(m)
-        return False
+        """Is there a path x -> ... -> y?"""
+        return path_exists((x,), (y,), self.out, self.inn, self.rank)
 
     def contract(self, a, b):
         """Merges b into a along the edge a -> b, unless another a ~> b path exists."""

@@ -17,6 +17,7 @@ import numpy as np
 from graph_engine import ops
 from graph_engine.ops import dtypes as dt
 from graph_engine.compiler.node import Node
+from graph_engine.compiler.reachability import path_exists
 from graph_engine.ops.fused_elementwise import COMPARISONS, INT_TO_FLOAT, VALUE_DTYPES
 
 
@@ -167,32 +168,9 @@ def _merge_siblings(g, order, groups):
     position = {n: i for i, n in enumerate(order)}
 
     def reaches(src, dst):
-        # `order` is topological, so a path from src to dst only passes nodes placed between
-        # src's first member and dst's last. Search forwards from src and backwards from dst
-        # within those bounds, a step on the side with fewer edges to look at, until the two
-        # meet or one side runs out (one-sided and unbounded, it walked most of a training
-        # graph per call).
-        first = min(position[n] for n in groups[src])
-        last = max(position[n] for n in groups[dst])
-        ahead, behind = set(groups[src]), set(groups[dst])
-        forward = [n for n in groups[src] if position[n] < last]
-        backward = [n for n in groups[dst] if position[n] > first]
-        while forward and backward:
-            if len(succ[forward[-1]]) <= len(pred[backward[-1]]):
-                for s in succ[forward.pop()]:
-                    if s in behind:
-                        return True
-                    if s not in ahead and position[s] < last:
-                        ahead.add(s)
-                        forward.append(s)
-            else:
-                for p in pred[backward.pop()]:
-                    if p in ahead:
-                        return True
-                    if p not in behind and position[p] > first:
-                        behind.add(p)
-                        backward.append(p)
-        return False
+        # `order` is topological: a bounded search from both ends (one-sided and unbounded, it
+        # walked most of a training graph per call).
+        return path_exists(groups[src], groups[dst], succ, pred, position)
 
     for n in order:
         for v in n.outputs:

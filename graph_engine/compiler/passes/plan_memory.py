@@ -143,10 +143,13 @@ def cached_conversions(program, buffers, kind):
     alone, and the kernels before them on the way (Casts, inference batch-norm folded into the
     filter): their outputs can be kept between runs. GE kernels are functions of their inputs
     (the runtime has no stateful kernels), so equal inputs give equal results."""
+    def reads_only(k, computed):    # graph inputs, constants and values in `computed`
+        return all(kind.get(buffers.root(x)) in (Kind.INPUT, Kind.CONST)
+                   or buffers.root(x) in computed for x in k.inputs)
+
     from_inputs = set()             # outputs of kernels that read graph inputs/constants only
     for k in program.kernels:
-        if all(kind.get(buffers.root(x)) in (Kind.INPUT, Kind.CONST)
-               or buffers.root(x) in from_inputs for x in k.inputs):
+        if reads_only(k, from_inputs):
             from_inputs.update(k.outputs)
     wanted = {v for v in from_inputs if v.format in WEIGHT_FORMATS}
     for k in reversed(program.kernels):       # and what those are computed from
@@ -158,9 +161,7 @@ def cached_conversions(program, buffers, kind):
     cached, kept = [], set()
     for k in program.kernels:
         if (k.outputs and any(v in wanted for v in k.outputs)
-                and not any(v in returned for v in k.outputs)
-                and all(kind.get(buffers.root(x)) in (Kind.INPUT, Kind.CONST)
-                        or buffers.root(x) in kept for x in k.inputs)):
+                and not any(v in returned for v in k.outputs) and reads_only(k, kept)):
             cached.append(k)
             kept.update(k.outputs)
     return cached

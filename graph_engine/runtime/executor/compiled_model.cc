@@ -255,14 +255,14 @@ void Model::FindCachedInputs(const ModelDef& def) {
 
 void Model::PlanCachedSteps(const std::vector<const void*>& inputs,
                             const std::vector<InputOwner>* owners, RunState& s) {
-  std::vector<char> unchanged(inputs.size(), 0);
-  if (cached_valid_ && owners != nullptr && owners->size() == inputs.size())
-    for (uint32_t i : cached_inputs_)
-      unchanged[i] = (*owners)[i] != nullptr && held_[i] != nullptr && inputs[i] == held_buffers_[i];
   s.skip.assign(steps_.size(), 0);
+  if (!cached_valid_ || owners == nullptr || owners->size() != inputs.size()) return;
+  std::vector<char> unchanged(inputs.size(), 0);
+  for (uint32_t i : cached_inputs_)
+    unchanged[i] = (*owners)[i] != nullptr && held_[i] != nullptr && inputs[i] == held_buffers_[i];
   for (size_t i = 0; i < steps_.size(); ++i) {
     const Step& step = steps_[i];
-    if (!step.cached || !cached_valid_) continue;
+    if (!step.cached) continue;
     s.skip[i] = std::all_of(step.cached_from.begin(), step.cached_from.end(),
                             [&](uint32_t in) { return unchanged[in] != 0; });
   }
