@@ -12,7 +12,7 @@ from graph_engine.compiler.api import partition_graph
 from graph_engine.compiler.graphdef import import_graph_def
 from graph_engine.compiler.partition import TRIVIAL_REASON, dag
 from graph_engine.compiler.partition.candidates import PRESERVE_ATTR
-from graph_engine.compiler.devtools import NPU, place, run_graph
+from graph_engine.compiler.devtools import CPU, NPU, place, run_graph
 
 R = np.random.default_rng(1)
 
@@ -215,6 +215,88 @@ def test_lowered_while_loop_keeps_contexts_apart():
     assert {n.op for n in report.nodes if n.reason == "control-flow op stays in TF"} >= \
         {"Enter", "Merge", "Switch", "NextIteration", "Exit"}
     check_runs_like_tf(gd, part, {"x": R.standard_normal((3, 3)).astype(np.float32) / 3}, [out.name])
+
+
+def _lowered(build):
+    """GraphDef of what `build()` adds to a graph with TF's lowered (v1) control flow."""
+    from tensorflow.python.ops import control_flow_v2_toggles
+    control_flow_v2_toggles.disable_control_flow_v2()
+    try:
+        with tf.Graph().as_default() as g:
+            build()
+        return g.as_graph_def()
+    finally:
+        control_flow_v2_toggles.enable_control_flow_v2()
+
+
+def _types(cluster, attr):
+    return [tf.as_dtype(t).name for t in cluster.attr[attr].list.type]
+
+
+def test_loop_control_values_cross_in_host_memory():
+    """The loop counter (int32) and the condition (read by LoopCond) cross the cluster boundary
+    as host_args / host_results: TF's loop-control ops keep them in host memory, so a device
+    boundary would copy them every iteration."""
+    def build():
+        x = tf.compat.v1.placeholder(tf.float32, [3, 3], name="x")
+        _, r = tf.while_loop(lambda i, v: i < 3, lambda i, v: (i + 1, tf.tanh(v @ x)),
+                             (tf.constant(0), x), name="loop")
+        tf.identity(r * 2.0, name="out")
+    gd = _lowered(build)
+    part, _ = partition(gd, ["out"])
+    by_op = {op: c for c in clusters(part) for op in ("Less", "MatMul")
+             if any(n.op == op for n in body(c).node)}
+    cond, step = by_op["Less"], by_op["MatMul"]
+    assert _types(cond, "Tout") == [] and _types(cond, "Thost_out") == ["bool"]
+    assert _types(cond, "Thost_in") == ["int32"] and _types(cond, "Tin") == []
+    assert _types(step, "Tin") == ["float32"] * 2 and _types(step, "Thost_in") == ["int32"]
+    assert _types(step, "Tout") == ["float32"] and _types(step, "Thost_out") == ["int32"]
+    rets = {n.attr["index"].i: n.attr["T"].type for n in body(step).node if n.op == "_Retval"}
+    assert [tf.as_dtype(rets[i]).name for i in sorted(rets)] == ["float32", "int32"]
+    check_runs_like_tf(gd, part, {"x": R.standard_normal((3, 3)).astype(np.float32) / 3},
+                       ["out:0"])
+
+
+def test_plumbing_of_a_cpu_only_list_moves_to_the_cpu():
+    """A list made and read on the CPU (as TF places bool lists without NPU kernels) keeps its
+    loop plumbing on the CPU too, so it never crosses devices per iteration; a float list read
+    by NPU ops keeps its plumbing on the NPU."""
+    def build():
+        x = tf.compat.v1.placeholder(tf.float32, [4, 3], name="x")
+        mask = tf.compat.v1.placeholder(tf.bool, [4, 3], name="mask")
+        masks = tf.raw_ops.TensorListFromTensor(tensor=mask, element_shape=[3], name="masks")
+        xs = tf.raw_ops.TensorListFromTensor(tensor=x, element_shape=[3], name="xs")
+
+        def body(i, h):
+            m = tf.raw_ops.TensorListGetItem(input_handle=masks, index=i, element_shape=[3],
+                                             element_dtype=tf.bool, name="m")
+            v = tf.raw_ops.TensorListGetItem(input_handle=xs, index=i, element_shape=[3],
+                                             element_dtype=tf.float32, name="v")
+            return i + 1, tf.where(m, tf.tanh(h + v), h)
+        _, h = tf.while_loop(lambda i, h: i < 4, body, (tf.constant(0), tf.zeros([3])),
+                             name="loop")
+        tf.identity(h, name="out")
+    gd = _lowered(build)
+    placed = place(gd, fetches=["out"])
+    for n in placed.node:                    # the bool list's ops have no NPU kernel: CPU
+        if n.name in ("masks", "loop/m"):
+            n.device = CPU
+    out = graph_pb2.GraphDef.FromString(partition_graph(placed.SerializeToString()))
+    nodes = {n.name: n for n in out.node}
+    plumbing_ops = ("Enter", "Merge", "Switch", "NextIteration", "Exit", "Identity")
+
+    def origin(n):                           # the list a plumbing node passes on
+        while n.op in plumbing_ops:
+            n = nodes[n.input[0].split(":")[0]]
+        return n.name
+    plumbing = [n for n in out.node if n.op in plumbing_ops
+                and n.attr["T"].type == tf.variant.as_datatype_enum]
+    assert {origin(n) for n in plumbing} == {"masks", "xs"}
+    for n in plumbing:
+        assert n.device == (CPU if origin(n) == "masks" else NPU), n.name
+    feeds = {"x": R.standard_normal((4, 3)).astype(np.float32),
+             "mask": R.random((4, 3)) > 0.4}
+    check_runs_like_tf(gd, out, feeds, ["out:0"])
 
 
 def test_report_registry():

@@ -377,6 +377,28 @@ def test_stream_error_is_sticky_and_later_work_still_runs(buffer):
         _C.synchronize_device(0)
 
 
+def test_run_host_func_runs_on_the_caller_when_idle_and_after_queued_work():
+    s = _C.Stream(0)
+    ran = []
+    s.run_host_func(lambda: ran.append(threading.get_ident()))
+    assert ran == [threading.get_ident()]          # idle: no hand-off to the stream's thread
+    opened = gate(s)
+    s.launch_host_func(lambda: ran.append("queued"))
+    threading.Timer(0.05, opened.set).start()
+    s.run_host_func(lambda: ran.append("after"))   # waits behind the gate and the queued work
+    assert ran[1:] == ["queued", "after"] and s.query()
+
+
+def test_run_host_func_reports_errors_and_refuses_its_own_stream():
+    s = _C.Stream(0)
+    with pytest.raises(RuntimeError, match="host function raised: boom"):
+        s.run_host_func(lambda: (_ for _ in ()).throw(ValueError("boom")))
+    s.synchronize()                                # its exception is not the stream's error
+    s.launch_host_func(lambda: s.run_host_func(lambda: None))
+    with pytest.raises(RuntimeError, match="cannot be synchronized by its own host function"):
+        s.synchronize()
+
+
 def test_stream_on_missing_device_raises():
     with pytest.raises(ValueError, match="NPU device 5 does not exist"):
         _C.Stream(5)

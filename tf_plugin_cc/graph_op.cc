@@ -3,10 +3,14 @@
 // The graph engine's partitioner writes these nodes (attrs below); the kernel compiles the
 // cluster for the input shapes it sees, once per signature, and runs it. Its models are cached
 // under the cluster's identity, attr `cluster_key`, which the partitioner computed: the plugin
-// hashes no cluster itself. Inputs come in two
-// lists: `args`, the data, and `values`, inputs whose contents the compiler needs (shapes, axes,
-// range limits ... computed at run time): they live in host memory, and their contents join
-// the signature and are compiled in as constants, the way XLA treats must-be-constant inputs.
+// hashes no cluster itself. Inputs come in three
+// lists: `args`, the data; `host_args`, data TF keeps in host memory on devices like ours (int32,
+// loop counters); and `values`, inputs whose contents the compiler needs (shapes, axes, range
+// limits ... computed at run time): they live in host memory, and their contents join the
+// signature and are compiled in as constants, the way XLA treats must-be-constant inputs.
+// Outputs: `results`, and `host_results` in host memory (int32, control-flow predicates), so
+// the loop-control ops that read them (Merge, Switch, LoopCond: host memory in TF) need no copy
+// from the device and no event poll per iteration.
 //
 // A cluster that the engine cannot compile (anything but the program's own invalid input) runs
 // its original TF ops on CPU instead (cpu_fallback.h); the compiler already said why, once.
@@ -38,9 +42,10 @@ class NpuGraphOp : public tensorflow::OpKernel {
     OP_REQUIRES_OK(c, c->GetAttr("cluster_key", &cluster_key));
     OP_REQUIRES(c, !cluster_key.empty(),
                 absl::InvalidArgumentError("NpuGraphOp: attr cluster_key is empty"));
-    tensorflow::DataTypeVector tin;
+    tensorflow::DataTypeVector tin, thost_in;
     OP_REQUIRES_OK(c, c->GetAttr("Tin", &tin));
-    num_args_ = static_cast<int>(tin.size());
+    OP_REQUIRES_OK(c, c->GetAttr("Thost_in", &thost_in));
+    num_args_ = static_cast<int>(tin.size() + thost_in.size());
     key_ = absl::StrCat(kNpuGraphOp, "|", cluster_key);
     tensorflow::GraphDef body;
     OP_REQUIRES(c, body.ParseFromString(cluster),
@@ -102,11 +107,15 @@ absl::Status RegisterNpuGraphOp() {
       [](tensorflow::OpRegistrationData* op) -> absl::Status {
         return tensorflow::OpDefBuilder(kNpuGraphOp)
             .Input("args: Tin")
+            .Input("host_args: Thost_in")     // data in host memory
             .Input("values: Tvalues")         // contents needed at compile time; host memory
             .Output("results: Tout")
+            .Output("host_results: Thost_out")  // in host memory
             .Attr("Tin: list(type) >= 0")
+            .Attr("Thost_in: list(type) >= 0 = []")
             .Attr("Tvalues: list(type) >= 0 = []")
             .Attr("Tout: list(type) >= 0")
+            .Attr("Thost_out: list(type) >= 0 = []")
             .Attr("cluster: string")          // serialized GraphDef with _Arg/_Retval nodes
             .Attr("cluster_name: string")
             .Attr("options: string = ''")     // graph-engine options the cluster compiles with
@@ -117,7 +126,12 @@ absl::Status RegisterNpuGraphOp() {
             .Finalize(op);
       });
   tensorflow::kernel_factory::OpKernelRegistrar(
-      tensorflow::KernelDefBuilder(kNpuGraphOp).Device(kNpuDeviceType).HostMemory("values").Build(),
+      tensorflow::KernelDefBuilder(kNpuGraphOp)
+          .Device(kNpuDeviceType)
+          .HostMemory("host_args")
+          .HostMemory("values")
+          .HostMemory("host_results")
+          .Build(),
       "NpuGraphOp",
       [](OpKernelConstruction* c) -> tensorflow::OpKernel* { return new NpuGraphOp(c); });
   return absl::OkStatus();

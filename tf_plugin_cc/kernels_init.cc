@@ -58,6 +58,9 @@ extern "C" __attribute__((visibility("default"))) void TF_InitKernel() {
   int ragged_ops = 0;
   s = npu_tf::RegisterRaggedKernels(&ragged_ops);
   if (!s.ok()) LOG(ERROR) << "NPU plugin: no NPU kernel for RaggedTensorToTensor, so it runs on CPU: " << s.message();
+  int list_ops = 0;
+  s = npu_tf::RegisterListKernels(&list_ops);
+  if (!s.ok()) LOG(ERROR) << "NPU plugin: no NPU kernels for bool TensorLists, so they run on CPU: " << s.message();
   VLOG(1) << "NPU plugin: registered NpuGraphOp, " << registered << " per-op kernels and "
           << resource_ops + variable_ops + training_ops << " resource-variable ops";
 }

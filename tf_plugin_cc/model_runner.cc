@@ -205,6 +205,8 @@ absl::Status RunModel(tensorflow::OpKernelContext* ctx, npu::CompiledModel& mode
         out_desc.size(), " outputs; the op has ", inputs.size(), " and ", ctx->num_outputs()));
   }
   std::vector<const void*> in_ptrs;
+  std::vector<Tensor> staged_inputs;   // device copies of inputs that live in host memory
+  staged_inputs.reserve(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (static_cast<int>(inputs[i]->dtype()) != in_desc[i].dtype ||
         inputs[i]->TotalBytes() != in_desc[i].nbytes) {
@@ -212,7 +214,19 @@ absl::Status RunModel(tensorflow::OpKernelContext* ctx, npu::CompiledModel& mode
           "compiled model '", model.name(), "' input ", i, " expects dtype ", in_desc[i].dtype,
           " with ", in_desc[i].nbytes, " bytes; got ", inputs[i]->DebugString()));
     }
-    in_ptrs.push_back(inputs[i]->data());
+    if (ctx->input_memory_type(static_cast<int>(i)) == tensorflow::HOST_MEMORY) {
+      staged_inputs.emplace_back();
+      absl::Status s = ctx->allocate_temp(inputs[i]->dtype(), inputs[i]->shape(), &staged_inputs.back());
+      if (!s.ok()) return s;
+      if (npurtMemcpy(staged_inputs.back().data(), inputs[i]->data(), inputs[i]->TotalBytes(),
+                      NPURT_MEMCPY_HOST_TO_DEVICE) != NPURT_SUCCESS) {
+        return absl::InternalError(absl::StrCat("copying input ", i, " of '", model.name(),
+                                                "' to the NPU: ", npurtGetLastErrorMessage()));
+      }
+      in_ptrs.push_back(staged_inputs.back().data());
+    } else {
+      in_ptrs.push_back(inputs[i]->data());
+    }
   }
   std::vector<void*> out_ptrs;
   struct Staged {

@@ -47,6 +47,11 @@ absl::Status RegisterSparseKernels(int* registered);
 // NPU kernel for RaggedTensorToTensor (ragged_ops.cc). Returns how many ops got kernels.
 absl::Status RegisterRaggedKernels(int* registered);
 
+// NPU kernels for what TF's device-default registrations leave out of TensorLists: the list ops
+// of bool and complex64 elements, AddN and ZerosLike of variants (list_ops.cc). Returns how many
+// ops got kernels.
+absl::Status RegisterListKernels(int* registered);
+
 }  // namespace npu_tf
 
 #endif  // TF_PLUGIN_CC_REGISTRATION_H_

@@ -189,7 +189,8 @@ def _cluster_as_py_func(n):
 
     cluster = node_def_pb2.NodeDef.FromString(n.SerializeToString())
 
-    n_args = len(n.attr["Tin"].list.type)
+    # Inputs: args, host_args, values; outputs: results, host_results (their order in the body).
+    n_args = len(n.attr["Tin"].list.type) + len(n.attr["Thost_in"].list.type)
 
     def run_cluster(*tensors):
         arrays = [t.numpy() for t in tensors]
@@ -197,7 +198,9 @@ def _cluster_as_py_func(n):
             compile_model(cluster_request(cluster, arrays).SerializeToString()), arrays[:n_args])
 
     tin, tout = n.attr["Tin"], n.attr["Tout"]
+    tin.list.type.extend(n.attr["Thost_in"].list.type)
     tin.list.type.extend(n.attr["Tvalues"].list.type)
+    tout.list.type.extend(n.attr["Thost_out"].list.type)
     n.op = "EagerPyFunc"
     n.ClearField("attr")
     n.attr["is_async"].b = False

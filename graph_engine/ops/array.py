@@ -320,7 +320,7 @@ class Fill(Op):
 
 @register
 class ZerosLike(Op):
-    type_attrs = {"T": ALL}
+    type_attrs = {"T": ALL + COMPLEX}    # complex64: gradients of complex TensorList reads
     fill = 0
 
     def shapes(self, shapes, attrs):

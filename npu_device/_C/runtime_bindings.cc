@@ -165,6 +165,29 @@ class Stream {
     if (err != NPURT_SUCCESS) delete owned;
     Check(err);
   }
+  // npurtRunHostFunc: fn() after the queued work; returns once it ran (on this thread when the
+  // stream was idle). Its exception is raised here, not kept as the stream's error.
+  void RunHostFunc(py::function fn) {
+    struct Call {
+      py::object fn;
+      std::string error;
+    } call{std::move(fn), {}};
+    npurtError err;
+    {
+      py::gil_scoped_release release;
+      err = npurtRunHostFunc(stream_, [](void* p) {
+        auto* c = static_cast<Call*>(p);
+        py::gil_scoped_acquire gil;
+        try {
+          c->fn();
+        } catch (py::error_already_set& e) {
+          c->error = py::str(e.value()).cast<std::string>();
+        }
+      }, &call);
+    }
+    Check(err);
+    if (!call.error.empty()) throw std::runtime_error("host function raised: " + call.error);
+  }
 
  private:
   int device_;
@@ -263,6 +286,9 @@ void RegisterRuntime(py::module_& m) {
       .def("memset32_async", &Stream::Memset32, py::arg("dst"), py::arg("value"), py::arg("count"))
       .def("launch_host_func", &Stream::LaunchHostFunc, py::arg("fn"),
            "Runs fn() on the stream's thread, in order; an exception becomes the stream's error.")
+      .def("run_host_func", &Stream::RunHostFunc, py::arg("fn"),
+           "Runs fn() after the queued work and waits for it (on the calling thread when the "
+           "stream is idle); returns the stream's sticky error like synchronize().")
       .def("wait_event", [](Stream& s, const Event& e) {
         Check(npurtStreamWaitEvent(s.handle(), e.handle()));
       }, py::arg("event"), "Later work on this stream waits until the event's last record ran.");

@@ -223,6 +223,18 @@ class Var:
         return f"Var({self.value.dtype}{list(self.value.shape)})"
 
 
+class ListOf:
+    """An input that is a TensorList: the sweep makes one from the rows of `value` on the device
+    the op runs on (TensorListFromTensor). A list the op returns is compared as its stacked
+    elements."""
+
+    def __init__(self, value):
+        self.value = np.asarray(value)
+
+    def __repr__(self):
+        return f"ListOf({self.value.dtype}{list(self.value.shape)})"
+
+
 _X, _Y = _f32(3, 4), _f32(4)
 _KEY = np.array([0x9A3F00C1D2E4F567], np.uint64)
 _COUNTER = np.array([0xFFFFFFFFFFFFFFFE, 0x0123456789ABCDEF], np.uint64)   # the low word carries

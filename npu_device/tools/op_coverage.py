@@ -40,7 +40,7 @@ import npu_device  # noqa: F401  (loads the plugin: the NPU device)
 from graph_engine import ops
 from graph_engine.ops import dtypes as gdt
 from npu_device.tools import cases, op_cases
-from npu_device.tools.op_cases import Var
+from npu_device.tools.op_cases import ListOf, Var
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 NPU, CPU = "/device:NPU:0", "/device:CPU:0"
@@ -132,8 +132,8 @@ def _varied_attr(op_type, inputs, attrs):
 
 
 def _convert(a, np_dtype):
-    if isinstance(a, Var):
-        return Var(_convert(a.value, np_dtype))
+    if isinstance(a, (Var, ListOf)):
+        return type(a)(_convert(a.value, np_dtype))
     a = np.asarray(a)
     if np_dtype == np.bool_:
         return a > 0
@@ -178,16 +178,16 @@ def variants(case):
 
 
 def _value(v):
-    return v.value if isinstance(v, Var) else np.asarray(v)
+    return v.value if isinstance(v, (Var, ListOf)) else np.asarray(v)
 
 
 def _same(v):
-    return v if isinstance(v, Var) else np.asarray(v)
+    return v if isinstance(v, (Var, ListOf)) else np.asarray(v)
 
 
 def _varies(arg_type_attr, value, attr):
-    """Whether an input takes the varied type: an arg typed by it, or a variable."""
-    return arg_type_attr == attr or isinstance(value, Var)
+    """Whether an input takes the varied type: an arg typed by it, a variable or a list."""
+    return arg_type_attr == attr or isinstance(value, (Var, ListOf))
 
 
 def _label(inputs, attrs):
@@ -237,7 +237,7 @@ def _reference(op_type, inputs, attrs, dtype, grad_weights=None):
 
 def _float_input_dtypes(inputs):
     """The dtypes of the float inputs, in the order _run watches them."""
-    arrays = [np.asarray(a) for v in inputs.values() if not isinstance(v, Var)
+    arrays = [np.asarray(a) for v in inputs.values() if not isinstance(v, (Var, ListOf))
               for a in (v if isinstance(v, (list, tuple)) else [v])]
     return [a.dtype for a in arrays if tf.as_dtype(a.dtype).is_floating]
 
@@ -261,7 +261,9 @@ def _tf_refuses_gradient(op_type, inputs, attrs, weights):
 def _run(device, op_type, inputs, attrs, grad_weights=None):
     with tf.device(device):
         variables = {k: tf.Variable(v.value) for k, v in inputs.items() if isinstance(v, Var)}
-        tensors = {k: (variables[k].handle if k in variables else
+        lists = {k: tf.raw_ops.TensorListFromTensor(tensor=v.value, element_shape=v.value.shape[1:])
+                 for k, v in inputs.items() if isinstance(v, ListOf)}
+        tensors = {k: (variables[k].handle if k in variables else lists[k] if k in lists else
                        [tf.constant(a) for a in v] if isinstance(v, (list, tuple)) else tf.constant(v))
                    for k, v in inputs.items()}
         watched = [t for v in tensors.values() for t in (v if isinstance(v, list) else [v])
@@ -274,6 +276,9 @@ def _run(device, op_type, inputs, attrs, grad_weights=None):
                 out = getattr(tf.raw_ops, op_type)(**tensors, **attrs)
             outs = [o for o in (out if isinstance(out, (list, tuple)) else [out])
                     if o is not None and not isinstance(o, tf.Operation)]
+            element = attrs.get("element_dtype", tensors.get("tensor", tf.constant(0.0)).dtype)
+            outs = [tf.raw_ops.TensorListStack(input_handle=o, element_shape=-1, element_dtype=element)
+                    if o.dtype == tf.variant else o for o in outs]   # a list: its elements
             outs += [v.read_value() for v in variables.values()]   # the updated variables
             loss = None
             if grad_weights is not None:

@@ -1,9 +1,10 @@
 """partition_graph: a placed GraphDef (as Grappler hands it to the plugin) -> the same graph with
 every NPU cluster replaced by one NpuGraphOp node.
 
-Steps: import -> DAG order (while-loop back edges set aside) -> control-flow contexts ->
-per-node classification (candidates.py) -> maximal acyclic clusters (clusters.py) -> rewrite
-(rewrite.py) -> report (reports.py). Nodes marked `_npu_preserve` (Grappler's fetch and
+Steps: import -> loop plumbing of CPU-only lists onto the CPU (cpu_lists.py) -> DAG order
+(while-loop back edges set aside) -> control-flow contexts -> per-node classification
+(candidates.py) -> maximal acyclic clusters (clusters.py) -> rewrite (rewrite.py) -> report
+(reports.py). Nodes marked `_npu_preserve` (Grappler's fetch and
 preserved nodes, marked by the plugin) keep their names and stay outside clusters; the mark is
 removed from the output. A graph with nothing (new) to cluster comes back unchanged.
 
@@ -18,7 +19,7 @@ from graph_engine.compiler import gc_pause, reports
 from graph_engine.ops.errors import CompileError
 from graph_engine.compiler.graphdef import export_graph_def, import_graph_def
 from graph_engine.compiler.options import or_defaults, to_json
-from graph_engine.compiler.partition import candidates, dag, rewrite, runtime_slices
+from graph_engine.compiler.partition import candidates, cpu_lists, dag, rewrite, runtime_slices
 from graph_engine.compiler.partition.clusters import form_clusters
 from graph_engine.compiler.partition.contexts import MIXED, control_contexts
 
@@ -48,6 +49,7 @@ def partition(g, opts=None):
     """Rewrites Graph `g` in place, its clusters carrying options `opts` (None: the defaults);
     returns (changed, PartitionReport)."""
     runtime_slices.rewrite(g)
+    moved = cpu_lists.move_to_cpu(g)
     try:
         topo = dag.order(g)
     except ValueError as e:
@@ -93,7 +95,7 @@ def partition(g, opts=None):
         if n.op != "Const":
             cluster_members.setdefault(name, []).append(n.name)
     report = reports.new_report(entries, cluster_members)
-    return bool(clusters or preserved), report
+    return bool(clusters or preserved or moved), report
 
 
 def _rewrite(g, clusters, topo, cloneable, opts):

@@ -8,8 +8,13 @@ and control consumers of members depend on the cluster node.
 
 Outside values whose contents the compiler needs (compile_time_values) come last, as the
 node's `values` inputs: the kernel reads them at run time and compiles them in as constants.
+Values that live in host memory on the other side cross as `host_args` / `host_results`
+(host_input, host_output): int32 and control-flow predicates, which TF's kernels for devices
+like the NPU keep in host memory, and values made or read on the CPU. A device-memory boundary
+there would cost TF an asynchronous copy and an event poll each time: every iteration of a loop,
+for its counter, its condition and what the loop body exchanges with the CPU.
 """
-from tensorflow.core.framework import graph_pb2
+from tensorflow.core.framework import graph_pb2, types_pb2
 
 from graph_engine import ops
 from graph_engine.compiler import attrs as attr_util
@@ -17,6 +22,7 @@ from graph_engine.compiler.graph import unique_name
 from graph_engine.compiler.graphdef import node_to_def
 from graph_engine.compiler.kernel_attrs import split_inputs
 from graph_engine.compiler.node import Node
+from graph_engine.compiler.partition.candidates import device_type
 from graph_engine.ops.base import Op
 
 
@@ -46,7 +52,29 @@ def compile_time_values(members, cloneable):
     return list(dict.fromkeys(v for n in members for v in n.inputs if v in needed))
 
 
-def cluster_body(g, members, outputs, cloneable=frozenset(), inputs=None):
+# Inputs that TF's kernels for non-CPU devices take in host memory whatever the dtype: the
+# predicates of control flow.
+_HOST_PREDICATES = {"LoopCond": (0,), "Switch": (1,)}
+
+
+def host_input(v):
+    """Whether outside Value `v` enters a cluster in host memory: int32 (TF keeps int32 on
+    non-CPU devices in host memory: loop counters, shapes, indices) and values made on the CPU
+    (TF hands a host tensor over without a device copy)."""
+    return v.dtype == types_pb2.DT_INT32 or device_type(v.node.device) == "CPU"
+
+
+def host_output(v, readers):
+    """Whether cluster output `v` leaves in host memory, given its outside `readers` ((node,
+    input index) pairs): int32, a control-flow predicate, or read on the CPU only."""
+    if v.dtype == types_pb2.DT_INT32:
+        return True
+    if any(i in _HOST_PREDICATES.get(c.op, ()) for c, i in readers):
+        return True
+    return bool(readers) and all(device_type(c.device) == "CPU" for c, _ in readers)
+
+
+def cluster_body(g, members, outputs, cloneable=frozenset(), inputs=None, host_memory=None):
     """The body of a cluster of `members` (nodes of Graph `g`, in order) that computes Values
     `outputs`: a GraphDef of `_Arg` nodes, the members under their own names with devices
     cleared, copies of the `cloneable` Consts they read and one `_Retval` per output.
@@ -55,6 +83,9 @@ def cluster_body(g, members, outputs, cloneable=frozenset(), inputs=None):
     compile_time_values) last; or, given `inputs`, exactly those Values in that order, read or
     not, none of them compile-time (npu-atc: a signature's inputs). Control edges between
     members stay; control inputs from outside become the cluster node's.
+
+    `host_memory(v)` (optional) marks the outside Values read in host memory: their _Args come
+    after the others and before the compile-time values.
 
     Returns (body, the Values the _Args stand for in index order, how many of them (the last
     ones) are compile-time values, control input Nodes for the cluster node, Consts copied in).
@@ -107,8 +138,13 @@ def cluster_body(g, members, outputs, cloneable=frozenset(), inputs=None):
         del cd.input[:]                       # its control inputs move to the cluster node
         controls.extend(p for p in const.control_inputs if p not in controls)
         body.node.append(cd)
-    arg_values = list(inputs) if inputs is not None else \
-        [v for v in args if v not in values] + values
+    if inputs is not None:
+        arg_values = list(inputs)
+    else:
+        data = [v for v in args if v not in values]
+        if host_memory is not None:
+            data.sort(key=host_memory)        # stable: device memory first, then host memory
+        arg_values = data + values
     for i, v in enumerate(arg_values):
         a = body.node.add(name=args[v], op="_Arg")
         a.attr["T"].CopyFrom(attr_util.make(type=v.dtype))
@@ -131,14 +167,24 @@ def cluster_outputs(members, users):
 
 def replace_cluster(g, members, name, options_json, users, cloneable):
     """The NpuGraphOp for `members`: (node, {member Value: node output}, Consts copied in)."""
+    member_set = set(members)
     outputs = cluster_outputs(members, users)
-    body, inputs, n_values, controls, clones = cluster_body(g, members, outputs, cloneable)
-    n_args = len(inputs) - n_values
+    host_out = {v: host_output(v, [(c, i) for c, i in users.get(v, ()) if c not in member_set])
+                for v in outputs}
+    outputs.sort(key=host_out.get)        # stable: results, then host_results
+    body, inputs, n_values, controls, clones = cluster_body(g, members, outputs, cloneable,
+                                                            host_memory=host_input)
+    data = inputs[:len(inputs) - n_values]
+    n_host_in = sum(map(host_input, data))
+    n_host_out = sum(host_out.values())
     node = Node(name, "NpuGraphOp", device=members[0].device, inputs=inputs,
                 control_inputs=controls, output_dtypes=[v.dtype for v in outputs])
-    node.set_attr("Tin", types=[v.dtype for v in inputs[:n_args]])
-    node.set_attr("Tvalues", types=[v.dtype for v in inputs[n_args:]])
-    node.set_attr("Tout", types=[v.dtype for v in outputs])
+    n_args, n_results = len(data) - n_host_in, len(outputs) - n_host_out
+    node.set_attr("Tin", types=[v.dtype for v in data[:n_args]])
+    node.set_attr("Thost_in", types=[v.dtype for v in data[n_args:]])
+    node.set_attr("Tvalues", types=[v.dtype for v in inputs[len(data):]])
+    node.set_attr("Tout", types=[v.dtype for v in outputs[:n_results]])
+    node.set_attr("Thost_out", types=[v.dtype for v in outputs[n_results:]])
     node.set_attr("cluster", body.SerializeToString())
     node.set_attr("cluster_name", name)
     node.set_attr("options", options_json)

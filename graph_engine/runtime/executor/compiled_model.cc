@@ -98,6 +98,7 @@ class Model : public CompiledModel {
     uint64_t step = 0;                     // runs of this model before this one
     npurtStream stream = nullptr;
     std::vector<char> skip;                // per step: its cached values are still valid
+    const std::vector<void*>* outputs = nullptr;   // the caller's output buffers
     Status status;
   };
   // Which cached steps this run may skip (cache_mu_ held).
@@ -111,6 +112,8 @@ class Model : public CompiledModel {
   // Computes one kernel step; a failure also becomes s.status, naming the node.
   static Status RunStep(const Step& step, RunState& s);
   static void ExecuteObserved(RunState& s);
+  // Copies the outputs the kernels did not write in place from where they live.
+  static void CopyOutputs(RunState& s);
   void FindCachedInputs(const ModelDef& def);
 
   std::string name_, metadata_;
@@ -302,11 +305,24 @@ Status Model::RunStep(const Step& step, RunState& s) {
 void Model::Execute(void* p) {
   RunState& s = *static_cast<RunState*>(p);
   kernels::FlushDenormalsScope flush;   // as TF's CPU kernels compute
-  if (ObserversActive()) return ExecuteObserved(s);
-  const std::vector<Step>& steps = s.model->steps_;
-  for (size_t i = 0; i < steps.size(); ++i) {
-    if (!s.skip.empty() && s.skip[i]) continue;
-    if (!RunStep(steps[i], s).ok()) return;
+  if (ObserversActive()) {
+    ExecuteObserved(s);
+  } else {
+    const std::vector<Step>& steps = s.model->steps_;
+    for (size_t i = 0; i < steps.size(); ++i) {
+      if (!s.skip.empty() && s.skip[i]) continue;
+      if (!RunStep(steps[i], s).ok()) return;
+    }
+  }
+  if (s.status.ok()) CopyOutputs(s);
+}
+
+void Model::CopyOutputs(RunState& s) {
+  const Model& m = *s.model;
+  for (size_t i = 0; i < m.output_ids_.size(); ++i) {
+    const ValueDef& v = m.values_[m.output_ids_[i]];
+    if ((v.kind == ValueKind::kOutput && v.where == i) || v.desc.nbytes == 0) continue;
+    std::memmove((*s.outputs)[i], s.values[m.output_ids_[i]], v.desc.nbytes);
   }
 }
 
@@ -411,21 +427,11 @@ Status Model::Run(npurtStream stream, const std::vector<const void*>& inputs,
   for (uint32_t id : in_ids_) state.in_operands.push_back(state.values[id]);
   for (uint32_t id : out_ids_) state.out_operands.push_back(state.values[id]);
 
+  state.outputs = &outputs;
+  // The kernels run as one host function in the stream's order; the call returns once it ran.
   Status status;
-  npurtError err = npurtLaunchHostFunc(stream, &Model::Execute, &state);
-  if (err != NPURT_SUCCESS) status = Status::Error(RuntimeError("npurtLaunchHostFunc", err));
-  // Outputs the kernels did not write in place are copied from where they live.
-  for (size_t i = 0; i < output_ids_.size() && status.ok(); ++i) {
-    const ValueDef& v = values_[output_ids_[i]];
-    if ((v.kind == ValueKind::kOutput && v.where == i) || v.desc.nbytes == 0) continue;
-    err = npurtMemcpyAsync(outputs[i], state.values[output_ids_[i]], v.desc.nbytes,
-                           NPURT_MEMCPY_DEVICE_TO_DEVICE, stream);
-    if (err != NPURT_SUCCESS) status = Status::Error("copying output " + std::to_string(i) + ": " +
-                                                     RuntimeError("npurtMemcpyAsync", err));
-  }
-  // Wait even after a failed enqueue: work already queued still uses the arena and `state`.
-  err = npurtStreamSynchronize(stream);
-  if (status.ok() && err != NPURT_SUCCESS) status = Status::Error(RuntimeError("npurtStreamSynchronize", err));
+  if (npurtError err = npurtRunHostFunc(stream, &Model::Execute, &state); err != NPURT_SUCCESS)
+    status = Status::Error(RuntimeError("npurtRunHostFunc", err));
   if (arena != nullptr) npurtFree(device_, arena);
   CountKernelsExecuted(state.executed);
   if (status.ok()) status = state.status;

@@ -28,7 +28,7 @@ void Stream::Enqueue(Task task) {
 void Stream::Run() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
-    work_cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+    work_cv_.wait(lock, [this] { return (stop_ || !queue_.empty()) && !busy_; });
     if (queue_.empty()) return;  // stop_ and drained
     Task task = std::move(queue_.front());
     queue_.pop_front();
@@ -38,14 +38,42 @@ void Stream::Run() {
     npurtError err = task(&message);
     task = nullptr;  // release captured state outside the lock
     lock.lock();
-    busy_ = false;
-    progress_->finished.fetch_add(1, std::memory_order_release);
-    if (err != NPURT_SUCCESS && error_ == NPURT_SUCCESS) {
-      error_ = err;
-      error_message_ = Format("NPU:%d stream: ", device_) + message;
-    }
-    if (queue_.empty()) idle_cv_.notify_all();
+    Finished(err, message);
   }
+}
+
+void Stream::Finished(npurtError err, const std::string& message) {
+  busy_ = false;
+  progress_->finished.fetch_add(1, std::memory_order_release);
+  if (err != NPURT_SUCCESS && error_ == NPURT_SUCCESS) {
+    error_ = err;
+    error_message_ = Format("NPU:%d stream: ", device_) + message;
+  }
+  if (queue_.empty()) idle_cv_.notify_all();
+}
+
+npurtError Stream::RunNow(Task task) {
+  if (OnWorker()) {  // it would wait for itself forever
+    return Fail(NPURT_ERROR_INVALID_PARAM, "a stream cannot be synchronized by its own host function");
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!queue_.empty() || busy_) {
+    lock.unlock();
+    Enqueue(std::move(task));
+    return Synchronize();
+  }
+  busy_ = true;
+  progress_->submitted.fetch_add(1, std::memory_order_release);
+  lock.unlock();
+  std::string message;
+  npurtError err = task(&message);
+  task = nullptr;
+  lock.lock();
+  Finished(err, message);
+  const bool more = !queue_.empty();   // enqueued by other threads meanwhile
+  lock.unlock();
+  if (more) work_cv_.notify_one();
+  return Synchronize();
 }
 
 npurtError Stream::StickyError() {

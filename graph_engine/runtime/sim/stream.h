@@ -40,19 +40,23 @@ class Stream {
   int32_t device() const { return device_; }
   bool OnWorker() const { return std::this_thread::get_id() == worker_.get_id(); }
   void Enqueue(Task task);
+  // Runs `task` after everything enqueued before it and waits for it, then returns the sticky
+  // error. When the stream is idle the calling thread runs it (the worker waits meanwhile).
+  npurtError RunNow(Task task);
   npurtError Synchronize();  // waits until idle; returns the sticky error
   npurtError Query();        // the sticky error, else NOT_READY while busy, else SUCCESS
   const std::shared_ptr<StreamProgress>& progress() const { return progress_; }
 
  private:
   void Run();
+  void Finished(npurtError err, const std::string& message);  // call with mu_ held
   npurtError StickyError();  // call with mu_ held; sets this thread's last error message
 
   const int32_t device_;
   std::mutex mu_;
   std::condition_variable work_cv_, idle_cv_;
   std::deque<Task> queue_;
-  bool busy_ = false;  // a task is running
+  bool busy_ = false;  // a task is running, on the worker or on a RunNow caller
   bool stop_ = false;
   npurtError error_ = NPURT_SUCCESS;  // first failure of a task, sticky
   std::string error_message_;

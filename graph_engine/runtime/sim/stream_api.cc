@@ -107,6 +107,15 @@ npurtError npurtLaunchHostFunc(npurtStream stream, npurtHostFn fn, void* user_da
   return NPURT_SUCCESS;
 }
 
+npurtError npurtRunHostFunc(npurtStream stream, npurtHostFn fn, void* user_data) {
+  if (stream == nullptr) return NullHandle("stream");
+  if (fn == nullptr) return NullHandle("host function");
+  return stream->stream->RunNow([=](std::string*) {
+    fn(user_data);
+    return NPURT_SUCCESS;
+  });
+}
+
 npurtError npurtLaunchHostStatusFunc(npurtStream stream, npurtHostStatusFn fn, void* user_data) {
   if (stream == nullptr) return NullHandle("stream");
   if (fn == nullptr) return NullHandle("host function");
