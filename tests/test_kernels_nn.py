@@ -255,11 +255,14 @@ DEPTHWISE_CASES = [  # input NHWC, filter [KH, KW, C, M], strides, padding, dila
     ((2, 9, 10, 4), (3, 2, 4, 2), (2, 1), "VALID", (1, 1)),
     ((1, 12, 11, 19), (5, 5, 19, 1), (2, 2), "SAME", (1, 1)),
     ((2, 10, 9, 3), (3, 3, 3, 2), (1, 1), "VALID", (2, 2)),
+    ((2, 11, 10, 33), (3, 3, 33, 1), (2, 2), "VALID", (1, 1)),
+    ((1, 10, 9, 17), (3, 3, 17, 1), (1, 1), "SAME", (2, 2)),
 ]
 
 
 @pytest.mark.parametrize("data_format", ["NHWC", "NCHW"])
-@pytest.mark.parametrize("case", DEPTHWISE_CASES, ids=["same", "valid-multiplier", "wide", "dilated"])
+@pytest.mark.parametrize("case", DEPTHWISE_CASES, ids=["same", "valid-multiplier", "wide", "dilated",
+                                                 "strided-lanes", "dilated-lanes"])
 def test_depthwise_conv2d_and_gradients(case, data_format):
     import tensorflow as tf
     xs, fs, strides, padding, dilations = case

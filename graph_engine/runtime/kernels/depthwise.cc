@@ -2,7 +2,8 @@
 // [KH, KW, C, M]; output channel c * M + m. Direct loops in float32 on NHWC data.
 //
 // The gradients scatter into input or filter positions, so their work is split by channel
-// block: a block owns its channels of dx or dW and needs no synchronisation.
+// block: a block owns its channels of dx or dW and needs no synchronisation. With multiplier 1
+// (Keras' default) they run as gathers and dot products over kLanes channels at a time instead.
 // NpuFusedDepthwiseConv2D is the forward pass plus an epilogue (epilogue.h) applied to each
 // output pixel's channels right after they are summed.
 #include "kernels/depthwise.h"
@@ -14,6 +15,8 @@ namespace kernels {
 namespace {
 
 constexpr int64_t kChannelBlock = 8;
+// Channels one vectorised pass accumulates (multiplier 1: Keras' DepthwiseConv2D).
+constexpr int64_t kLanes = 16;
 
 class DepthwiseKernel : public Kernel {
  public:
@@ -63,6 +66,10 @@ class DepthwiseKernel : public Kernel {
           ForTaps(n, oh, ow, [&](int64_t pixel, int64_t tap) {
             const float* xp = x.data() + pixel;
             const float* fp = f.data() + tap * cm();
+            if (m_ == 1) {       // one loop over the channels: it vectorises
+              for (int64_t c = 0; c < g_.c; ++c) o[c] += xp[c] * fp[c];
+              return;
+            }
             for (int64_t c = 0; c < g_.c; ++c)
               for (int64_t k = 0; k < m_; ++k) o[c * m_ + k] += xp[c] * fp[c * m_ + k];
           });
@@ -75,10 +82,80 @@ class DepthwiseKernel : public Kernel {
     y.Finish();
   }
 
+  // Multiplier 1 as gathers: each dx pixel sums, over the taps that reach it, dy times the
+  // filter for kLanes channels at once (the scatter form below does a channel at a time). Taps
+  // run from the last, so each dx value adds its terms in the scatter form's (oh, ow) order.
+  void BackpropInputSingle(const float* f, const float* dy, float* dx) const {
+    const int64_t c = g_.c;
+    ParallelFor(g_.n * g_.h, 2 * g_.w * g_.kh * g_.kw * c, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const int64_t n = r / g_.h, ih = r % g_.h;
+        for (int64_t iw = 0; iw < g_.w; ++iw) {
+          float* out = dx + (r * g_.w + iw) * c;
+          for (int64_t c0 = 0; c0 < c; c0 += kLanes) {
+            const int64_t lanes = std::min(kLanes, c - c0);
+            float acc[kLanes] = {};
+            for (int64_t kh = g_.kh - 1; kh >= 0; --kh) {
+              const int64_t th = ih + g_.pad_top - kh * g_.dh;
+              if (th < 0 || th % g_.sh != 0 || th / g_.sh >= g_.oh) continue;
+              for (int64_t kw = g_.kw - 1; kw >= 0; --kw) {
+                const int64_t tw = iw + g_.pad_left - kw * g_.dw;
+                if (tw < 0 || tw % g_.sw != 0 || tw / g_.sw >= g_.ow) continue;
+                const float* d = dy + ((n * g_.oh + th / g_.sh) * g_.ow + tw / g_.sw) * c + c0;
+                const float* w = f + (kh * g_.kw + kw) * c + c0;
+                if (lanes == kLanes) {
+                  for (int64_t l = 0; l < kLanes; ++l) acc[l] += d[l] * w[l];
+                } else {
+                  for (int64_t l = 0; l < lanes; ++l) acc[l] += d[l] * w[l];
+                }
+              }
+            }
+            std::copy(acc, acc + lanes, out + c0);
+          }
+        }
+      }
+    });
+  }
+
+  // Multiplier 1: for each tap and kLanes channels, a dot product over the output pixels (the
+  // same order as the general form: n, oh, ow).
+  void BackpropFilterSingle(const float* x, const float* dy, float* dw) const {
+    const int64_t c = g_.c, blocks = (c + kLanes - 1) / kLanes, taps = g_.kh * g_.kw;
+    ParallelFor(taps * blocks, 2 * g_.n * g_.oh * g_.ow * kLanes, [&](int64_t u0, int64_t u1) {
+      for (int64_t u = u0; u < u1; ++u) {
+        const int64_t tap = u / blocks, c0 = u % blocks * kLanes, lanes = std::min(kLanes, c - c0);
+        const int64_t kh = tap / g_.kw, kw = tap % g_.kw;
+        float acc[kLanes] = {};
+        for (int64_t n = 0; n < g_.n; ++n)
+          for (int64_t oh = 0; oh < g_.oh; ++oh) {
+            const int64_t ih = oh * g_.sh - g_.pad_top + kh * g_.dh;
+            if (ih < 0 || ih >= g_.h) continue;
+            for (int64_t ow = 0; ow < g_.ow; ++ow) {
+              const int64_t iw = ow * g_.sw - g_.pad_left + kw * g_.dw;
+              if (iw < 0 || iw >= g_.w) continue;
+              const float* xp = x + ((n * g_.h + ih) * g_.w + iw) * c + c0;
+              const float* d = dy + ((n * g_.oh + oh) * g_.ow + ow) * c + c0;
+              if (lanes == kLanes) {
+                for (int64_t l = 0; l < kLanes; ++l) acc[l] += xp[l] * d[l];
+              } else {
+                for (int64_t l = 0; l < lanes; ++l) acc[l] += xp[l] * d[l];
+              }
+            }
+          }
+        std::copy(acc, acc + lanes, dw + tap * c + c0);
+      }
+    });
+  }
+
   void BackpropInput(const KernelArgs& args) const {
     FloatIn f(dtype_, args.in(0), g_.kh * g_.kw * cm());
     NhwcIn dy(g_, dtype_, args.in(1), g_.oh, g_.ow, cm());
     NhwcOut dx(g_, dtype_, args.out(0), g_.h, g_.w, g_.c);
+    if (m_ == 1) {
+      BackpropInputSingle(f.data(), dy.data(), dx.data());
+      dx.Finish();
+      return;
+    }
     const int64_t blocks = (g_.c + kChannelBlock - 1) / kChannelBlock;
     ParallelFor(g_.n * blocks, 2 * g_.oh * g_.ow * g_.kh * g_.kw * kChannelBlock * m_, [&](int64_t u0, int64_t u1) {
       for (int64_t u = u0; u < u1; ++u) {
@@ -106,6 +183,11 @@ class DepthwiseKernel : public Kernel {
     NhwcIn x(g_, dtype_, args.in(0), g_.h, g_.w, g_.c);
     NhwcIn dy(g_, dtype_, args.in(1), g_.oh, g_.ow, cm());
     FloatOut dw(dtype_, args.out(0), g_.kh * g_.kw * cm());
+    if (m_ == 1) {
+      BackpropFilterSingle(x.data(), dy.data(), dw.data());
+      dw.Finish();
+      return;
+    }
     const int64_t blocks = (g_.c + kChannelBlock - 1) / kChannelBlock;
     ParallelFor(blocks, 2 * g_.n * g_.oh * g_.ow * g_.kh * g_.kw * kChannelBlock * m_, [&](int64_t b0, int64_t b1) {
       for (int64_t b = b0; b < b1; ++b) {
