@@ -155,8 +155,23 @@ class ConvKernel : public Kernel {
     FloatIn f(dtype_, args.in(0), kkc() * oc_);
     NhwcIn dy(g_, dtype_, args.in(1), g_.oh, g_.ow, oc_);
     NhwcOut dx(g_, dtype_, args.out(0), g_.h, g_.w, g_.c);
+    const int64_t per_image = g_.oh * g_.ow;
+    if (groups_ == 1 && pixels() <= RowsPerBlock()) {
+      // Small images (the last stages of a CNN): one GEMM over every pixel, parallel inside,
+      // packs the filter once instead of once per image.
+      std::vector<float> cols(pixels() * kkc());
+      Gemm(pixels(), kkc(), oc_, dy.data(), false, f.data(), true, cols.data());
+      std::fill(dx.data(), dx.data() + g_.n * g_.h * g_.w * g_.c, 0.0f);
+      ParallelFor(g_.n, 2 * per_image * kkc(), [&](int64_t n0, int64_t n1) {
+        for (int64_t n = n0; n < n1; ++n)
+          Col2ImAdd(g_, cols.data() + n * per_image * kkc(), n * per_image, (n + 1) * per_image,
+                    0, g_.c, dx.data());
+      });
+      dx.Finish();
+      return;
+    }
     const std::vector<std::vector<float>> wg = GroupFilters(f.data());
-    const int64_t per_image = g_.oh * g_.ow, rows = std::min(RowsPerBlock(), per_image);
+    const int64_t rows = std::min(RowsPerBlock(), per_image);
     ParallelFor(g_.n, 2 * per_image * kkc() * oc_, [&](int64_t n0, int64_t n1) {
       std::vector<float> cols(rows * kkc());
       std::vector<float> dyg(groups_ > 1 ? rows * og() : 0);   // one group's output gradient
@@ -188,6 +203,19 @@ class ConvKernel : public Kernel {
     FloatOut dw(dtype_, args.out(0), kkc() * oc_);
     const int64_t rows = RowsPerBlock(), blocks = (pixels() + rows - 1) / rows;
     const int64_t parts = std::max<int64_t>(1, std::min<int64_t>(PlanThreads(), blocks));
+    if (groups_ == 1 && parts == 1) {
+      // One part (few pixels: a CNN's last stages): straight into dW, each GEMM parallel
+      // inside (in a parallel range it would run on one thread).
+      std::vector<float> cols(rows * kkc());
+      std::fill(dw.data(), dw.data() + kkc() * oc_, 0.0f);
+      for (int64_t b = 0; b < blocks; ++b) {
+        const int64_t p0 = b * rows, p1 = std::min(pixels(), p0 + rows);
+        Im2Col(g_, x.data(), p0, p1, 0, g_.c, cols.data());
+        Gemm(kkc(), oc_, p1 - p0, cols.data(), true, dy.data() + p0 * oc_, false, dw.data(), true);
+      }
+      dw.Finish();
+      return;
+    }
     std::vector<std::vector<float>> partial(parts);
     ParallelFor(parts, 2 * pixels() * kkc() * oc_ / parts, [&](int64_t q0, int64_t q1) {
       std::vector<float> cols(rows * kkc());
