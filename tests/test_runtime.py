@@ -397,6 +397,9 @@ def test_run_host_func_reports_errors_and_refuses_its_own_stream():
     s.launch_host_func(lambda: s.run_host_func(lambda: None))
     with pytest.raises(RuntimeError, match="cannot be synchronized by its own host function"):
         s.synchronize()
+    t = _C.Stream(0)                       # run on the caller: the same refusal, no deadlock
+    with pytest.raises(RuntimeError, match="cannot be synchronized by its own host function"):
+        t.run_host_func(t.synchronize)
 
 
 def test_stream_on_missing_device_raises():

@@ -65,9 +65,11 @@ npurtError Stream::RunNow(Task task) {
   busy_ = true;
   progress_->submitted.fetch_add(1, std::memory_order_release);
   lock.unlock();
+  inline_runner_.store(std::this_thread::get_id(), std::memory_order_relaxed);
   std::string message;
   npurtError err = task(&message);
   task = nullptr;
+  inline_runner_.store(std::thread::id(), std::memory_order_relaxed);
   lock.lock();
   Finished(err, message);
   const bool more = !queue_.empty();   // enqueued by other threads meanwhile

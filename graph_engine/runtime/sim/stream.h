@@ -38,7 +38,11 @@ class Stream {
   Stream& operator=(const Stream&) = delete;
 
   int32_t device() const { return device_; }
-  bool OnWorker() const { return std::this_thread::get_id() == worker_.get_id(); }
+  // On the thread running this stream's tasks: its worker, or a RunNow caller running one.
+  bool OnWorker() const {
+    const std::thread::id me = std::this_thread::get_id();
+    return me == worker_.get_id() || me == inline_runner_.load(std::memory_order_relaxed);
+  }
   void Enqueue(Task task);
   // Runs `task` after everything enqueued before it and waits for it, then returns the sticky
   // error. When the stream is idle the calling thread runs it (the worker waits meanwhile).
@@ -57,6 +61,7 @@ class Stream {
   std::condition_variable work_cv_, idle_cv_;
   std::deque<Task> queue_;
   bool busy_ = false;  // a task is running, on the worker or on a RunNow caller
+  std::atomic<std::thread::id> inline_runner_{};  // the RunNow caller running a task
   bool stop_ = false;
   npurtError error_ = NPURT_SUCCESS;  // first failure of a task, sticky
   std::string error_message_;

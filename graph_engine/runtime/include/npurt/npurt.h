@@ -108,7 +108,8 @@ NPURT_API void npurtSetVariableMemoryLimit(uint64_t bytes);
 NPURT_API uint64_t npurtGetVariableMemoryLimit(void);
 NPURT_API npurtError npurtMemset(void* dst, int value, uint64_t size);
 
-// --- streams: work runs in submission order on the stream's worker thread ------------------
+// --- streams: work runs in submission order on the stream's worker thread (or, for
+// npurtRunHostFunc on an idle stream, on the caller) ------------------------------------------
 NPURT_API npurtError npurtStreamCreate(int32_t device, npurtStream* stream);
 NPURT_API npurtError npurtStreamDestroy(npurtStream stream);  // drains first
 NPURT_API npurtError npurtStreamSynchronize(npurtStream stream);

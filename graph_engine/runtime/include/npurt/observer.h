@@ -8,7 +8,8 @@
 // per run and runs its plain loop.
 //
 // Rules for observers:
-//  * Hooks run on the stream's worker thread in the middle of a run: keep them short, never
+//  * Hooks run on the thread that runs the model (the stream's worker, or the caller when the
+//    stream was idle: npurtRunHostFunc) in the middle of a run: keep them short, never
 //    enqueue work on that stream and wait for it (deadlock), never throw (an exception is caught
 //    and logged once, and the run carries on).
 //  * Operand pointers are device addresses valid only during the hook. Inputs are read in
