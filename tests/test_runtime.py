@@ -377,6 +377,30 @@ def test_stream_error_is_sticky_and_later_work_still_runs(buffer):
         _C.synchronize_device(0)
 
 
+def test_copies_on_an_idle_stream_complete_at_once(buffer):
+    """Copies, memsets and event records on an idle stream run on the caller (TensorFlow's event
+    manager then finds the event complete when it first polls); behind queued work they queue."""
+    s, event = _C.Stream(0), _C.Event()
+    src = np.arange(16, dtype=np.float32)
+    s.memcpy_htod_async(buffer, src)
+    event.record(s)
+    assert event.query()
+    out = np.zeros_like(src)
+    _C.memcpy_dtoh(out, buffer)
+    np.testing.assert_array_equal(out, src)
+    opened = gate(s)
+    s.memset_async(buffer, 0, 64)
+    event.record(s)
+    assert not event.query()                       # behind the gate
+    _C.memcpy_dtoh(out, buffer)
+    np.testing.assert_array_equal(out, src)        # the memset has not run
+    opened.set()
+    s.synchronize()
+    assert event.query()
+    _C.memcpy_dtoh(out, buffer)
+    assert not out.any()
+
+
 def test_run_host_func_runs_on_the_caller_when_idle_and_after_queued_work():
     s = _C.Stream(0)
     ran = []

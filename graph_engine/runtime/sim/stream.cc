@@ -52,16 +52,9 @@ void Stream::Finished(npurtError err, const std::string& message) {
   if (queue_.empty()) idle_cv_.notify_all();
 }
 
-npurtError Stream::RunNow(Task task) {
-  if (OnWorker()) {  // it would wait for itself forever
-    return Fail(NPURT_ERROR_INVALID_PARAM, "a stream cannot be synchronized by its own host function");
-  }
+bool Stream::RunIfIdle(Task& task) {
   std::unique_lock<std::mutex> lock(mu_);
-  if (!queue_.empty() || busy_) {
-    lock.unlock();
-    Enqueue(std::move(task));
-    return Synchronize();
-  }
+  if (!queue_.empty() || busy_) return false;
   busy_ = true;
   progress_->submitted.fetch_add(1, std::memory_order_release);
   lock.unlock();
@@ -75,6 +68,18 @@ npurtError Stream::RunNow(Task task) {
   const bool more = !queue_.empty();   // enqueued by other threads meanwhile
   lock.unlock();
   if (more) work_cv_.notify_one();
+  return true;
+}
+
+void Stream::Submit(Task task) {
+  if (OnWorker() || !RunIfIdle(task)) Enqueue(std::move(task));
+}
+
+npurtError Stream::RunNow(Task task) {
+  if (OnWorker()) {  // it would wait for itself forever
+    return Fail(NPURT_ERROR_INVALID_PARAM, "a stream cannot be synchronized by its own host function");
+  }
+  if (!RunIfIdle(task)) Enqueue(std::move(task));
   return Synchronize();
 }
 

@@ -44,6 +44,11 @@ class Stream {
     return me == worker_.get_id() || me == inline_runner_.load(std::memory_order_relaxed);
   }
   void Enqueue(Task task);
+  // Work that calls no user code and never blocks (copies, memsets, event records): run at
+  // once on the calling thread when the stream is idle, else enqueued. An asynchronous call may
+  // complete before it returns; then an event recorded after it is complete at once, and
+  // TensorFlow's event manager, which polls a new event once right away, needs no poll later.
+  void Submit(Task task);
   // Runs `task` after everything enqueued before it and waits for it, then returns the sticky
   // error. When the stream is idle the calling thread runs it (the worker waits meanwhile).
   npurtError RunNow(Task task);
@@ -54,6 +59,8 @@ class Stream {
  private:
   void Run();
   void Finished(npurtError err, const std::string& message);  // call with mu_ held
+  // Runs `task` here if the stream is idle (returns true), marking it busy meanwhile.
+  bool RunIfIdle(Task& task);
   npurtError StickyError();  // call with mu_ held; sets this thread's last error message
 
   const int32_t device_;

@@ -19,7 +19,7 @@ npurtError EnqueueCopy(npurtStream stream, void* dst, const void* src, uint64_t 
                        npurtMemcpyKind kind) {
   if (stream == nullptr) return NullHandle("stream");
   if (npurtError err = CheckCopy(dst, src, size, kind); err != NPURT_SUCCESS) return err;
-  stream->stream->Enqueue([=](std::string*) {
+  stream->stream->Submit([=](std::string*) {
     if (size != 0) std::memmove(dst, src, size);
     return NPURT_SUCCESS;
   });
@@ -75,7 +75,7 @@ npurtError npurtMemsetAsync(void* dst, int value, uint64_t size, npurtStream str
   if (npurtError err = CheckDeviceRange(dst, size, "memset destination"); err != NPURT_SUCCESS) {
     return err;
   }
-  stream->stream->Enqueue([=](std::string*) {
+  stream->stream->Submit([=](std::string*) {
     if (size != 0) std::memset(dst, value, size);
     return NPURT_SUCCESS;
   });
@@ -89,7 +89,7 @@ npurtError npurtMemsetD32Async(void* dst, uint32_t value, uint64_t count, npurtS
       err != NPURT_SUCCESS) {
     return err;
   }
-  stream->stream->Enqueue([=](std::string*) {
+  stream->stream->Submit([=](std::string*) {
     auto* words = static_cast<unsigned char*>(dst);  // dst need not be 4-byte aligned
     for (uint64_t i = 0; i < count; ++i) std::memcpy(words + 4 * i, &value, 4);
     return NPURT_SUCCESS;
@@ -149,7 +149,7 @@ npurtError npurtEventRecord(npurtEvent event, npurtStream stream) {
     std::lock_guard<std::mutex> lock(state->mu);
     target = ++state->recorded;
   }
-  stream->stream->Enqueue([state, target](std::string*) {
+  stream->stream->Submit([state, target](std::string*) {
     {
       std::lock_guard<std::mutex> lock(state->mu);
       state->completed = std::max(state->completed, target);
@@ -187,8 +187,8 @@ npurtError npurtStreamWaitEvent(npurtStream stream, npurtEvent event) {
   {
     std::lock_guard<std::mutex> lock(state->mu);
     target = state->recorded;  // the records enqueued so far; later ones don't count
+    if (state->completed >= target) return NPURT_SUCCESS;   // nothing left to wait for
   }
-  if (target == 0) return NPURT_SUCCESS;  // never recorded: nothing to wait for
   stream->stream->Enqueue([state, target](std::string*) {
     state->Wait(target);
     return NPURT_SUCCESS;
