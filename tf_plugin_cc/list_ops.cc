@@ -62,6 +62,14 @@ void RegisterListOps() {
   RegisterList<TensorListSplit, T>("TensorListSplit", {"element_shape", "lengths"});
 }
 
+// A variant output: its Variant objects live in host memory.
+absl::Status AllocateOnHost(tensorflow::OpKernelContext* c, const tensorflow::TensorShape& shape,
+                            tensorflow::Tensor** out) {
+  tensorflow::AllocatorAttributes on_host;
+  on_host.set_on_host(true);
+  return c->allocate_output(0, shape, out, on_host);
+}
+
 // AddN and ZerosLike of variants (TF has them for GPUs, not for pluggable devices): the gradient
 // of a loop that reads a TensorList sums TensorLists every iteration. Each element goes through
 // TF's variant op registry, whose TensorList functions add (or zero) the list element by element.
@@ -83,9 +91,7 @@ class VariantAddN : public tensorflow::OpKernel {
                           c->input(j).shape().DebugString()));
     }
     tensorflow::Tensor* out = nullptr;
-    tensorflow::AllocatorAttributes on_host;
-    on_host.set_on_host(true);
-    OP_REQUIRES_OK(c, c->allocate_output(0, first.shape(), &out, on_host));
+    OP_REQUIRES_OK(c, AllocateOnHost(c, first.shape(), &out));
     for (int64_t i = 0; i < first.NumElements(); ++i) {
       tensorflow::Variant sum = first.flat<tensorflow::Variant>()(i);
       for (int j = 1; j < c->num_inputs(); ++j) {
@@ -107,9 +113,7 @@ class VariantZerosLike : public tensorflow::OpKernel {
     OP_REQUIRES_OK(c, SyncComputeStream(c));
     const tensorflow::Tensor& x = c->input(0);
     tensorflow::Tensor* out = nullptr;
-    tensorflow::AllocatorAttributes on_host;
-    on_host.set_on_host(true);
-    OP_REQUIRES_OK(c, c->allocate_output(0, x.shape(), &out, on_host));
+    OP_REQUIRES_OK(c, AllocateOnHost(c, x.shape(), &out));
     for (int64_t i = 0; i < x.NumElements(); ++i) {
       OP_REQUIRES_OK(c, tensorflow::UnaryOpVariant<CpuDevice>(
                             c, tensorflow::ZEROS_LIKE_VARIANT_UNARY_OP,

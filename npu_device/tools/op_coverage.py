@@ -276,9 +276,10 @@ def _run(device, op_type, inputs, attrs, grad_weights=None):
                 out = getattr(tf.raw_ops, op_type)(**tensors, **attrs)
             outs = [o for o in (out if isinstance(out, (list, tuple)) else [out])
                     if o is not None and not isinstance(o, tf.Operation)]
-            element = attrs.get("element_dtype", tensors.get("tensor", tf.constant(0.0)).dtype)
-            outs = [tf.raw_ops.TensorListStack(input_handle=o, element_shape=-1, element_dtype=element)
-                    if o.dtype == tf.variant else o for o in outs]   # a list: its elements
+            if any(o.dtype == tf.variant for o in outs):      # a list: compared as its elements
+                element = attrs.get("element_dtype") or tensors["tensor"].dtype
+                outs = [tf.raw_ops.TensorListStack(input_handle=o, element_shape=-1, element_dtype=element)
+                        if o.dtype == tf.variant else o for o in outs]
             outs += [v.read_value() for v in variables.values()]   # the updated variables
             loss = None
             if grad_weights is not None:

@@ -18,6 +18,15 @@ constexpr int64_t kChannelBlock = 8;
 // Channels one vectorised pass accumulates (multiplier 1: Keras' DepthwiseConv2D).
 constexpr int64_t kLanes = 16;
 
+// acc[0, lanes) += a * b; a whole block as a fixed-length loop, which vectorises.
+inline void MulAddLanes(float* acc, const float* a, const float* b, int64_t lanes) {
+  if (lanes == kLanes) {
+    for (int64_t l = 0; l < kLanes; ++l) acc[l] += a[l] * b[l];
+  } else {
+    for (int64_t l = 0; l < lanes; ++l) acc[l] += a[l] * b[l];
+  }
+}
+
 class DepthwiseKernel : public Kernel {
  public:
   DepthwiseKernel(ConvPass kind, Window2D g, int64_t m, int dtype, Epilogue ep = {})
@@ -103,11 +112,7 @@ class DepthwiseKernel : public Kernel {
                 if (tw < 0 || tw % g_.sw != 0 || tw / g_.sw >= g_.ow) continue;
                 const float* d = dy + ((n * g_.oh + th / g_.sh) * g_.ow + tw / g_.sw) * c + c0;
                 const float* w = f + (kh * g_.kw + kw) * c + c0;
-                if (lanes == kLanes) {
-                  for (int64_t l = 0; l < kLanes; ++l) acc[l] += d[l] * w[l];
-                } else {
-                  for (int64_t l = 0; l < lanes; ++l) acc[l] += d[l] * w[l];
-                }
+                MulAddLanes(acc, d, w, lanes);
               }
             }
             std::copy(acc, acc + lanes, out + c0);
@@ -135,11 +140,7 @@ class DepthwiseKernel : public Kernel {
               if (iw < 0 || iw >= g_.w) continue;
               const float* xp = x + ((n * g_.h + ih) * g_.w + iw) * c + c0;
               const float* d = dy + ((n * g_.oh + oh) * g_.ow + ow) * c + c0;
-              if (lanes == kLanes) {
-                for (int64_t l = 0; l < kLanes; ++l) acc[l] += xp[l] * d[l];
-              } else {
-                for (int64_t l = 0; l < lanes; ++l) acc[l] += xp[l] * d[l];
-              }
+              MulAddLanes(acc, xp, d, lanes);
             }
           }
         std::copy(acc, acc + lanes, dw + tap * c + c0);

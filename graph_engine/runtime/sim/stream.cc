@@ -72,7 +72,7 @@ bool Stream::RunIfIdle(Task& task) {
 }
 
 void Stream::Submit(Task task) {
-  if (OnWorker() || !RunIfIdle(task)) Enqueue(std::move(task));
+  if (!RunIfIdle(task)) Enqueue(std::move(task));   // busy while a task of ours runs, so queued
 }
 
 npurtError Stream::RunNow(Task task) {
