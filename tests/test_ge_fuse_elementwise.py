@@ -390,13 +390,16 @@ def run_unfused(xs, steps):
 
 # Input shapes for x * s + b over [3, 5, 700] (more than one tile; rows of 700 and 5 * 700 do
 # not divide the tile): contiguous, per-channel row, scalar and strided inputs, float32 read in
-# place or converted.
+# place or converted; then shapes whose rows are shorter than a tile.
 ACCESS = {
     "contiguous": [(3, 5, 700)] * 3,
     "row": [(3, 5, 700), (700,), (1, 700)],
     "scalar": [(3, 5, 700), (), (1, 1, 1)],
     "strided": [(3, 5, 700), (3, 1, 700), (5, 1)],
     "mixed": [(3, 1, 700), (700,), ()],
+    # rows shorter than a tile: tiles span rows, strided inputs gathered row by row
+    "strided_short_rows": [(9, 11, 9), (9, 1, 9), (11, 1)],
+    "row_and_column_short_rows": [(40, 13), (13,), (40, 1)],
 }
 
 
@@ -535,15 +538,17 @@ def test_step_counter_increment_fuses_into_the_update():
 def test_scalar_integer_chain_is_one_kernel_with_an_integer_output(itype):
     it = np.array(np.iinfo(itype).max - 1, itype)        # wraps around like TF's own kernels
 
-    def f(it):
-        return tf.maximum((it + 1) * 3 - it, -it)
+    w = np.float32(1.5)
 
-    inputs, routes, runs = compile_both(f, [it])
+    def f(it, w):      # w: int32 math alone stays in TF's host kernels (test_ge_partition.py)
+        return tf.maximum((it + 1) * 3 - it, -it), w * tf.cast(it, tf.float32)
+
+    inputs, routes, runs = compile_both(f, [it, w])
     assert kernels(runs["on"]) == ["NpuElementwise"]
-    got = native(runs["on"], inputs)[0]
+    got = native(runs["on"], inputs)[routes[0]]
     assert got.dtype == itype
-    np.testing.assert_array_equal(got, native(runs["off"], inputs)[0])
-    np.testing.assert_array_equal(got, f(tf.constant(it)).numpy())
+    np.testing.assert_array_equal(got, native(runs["off"], inputs)[routes[0]])
+    np.testing.assert_array_equal(got, f(tf.constant(it), tf.constant(w))[0].numpy())
 
 
 # --- sibling groups that read the same value ---------------------------------------------------

@@ -124,6 +124,24 @@ def test_conv_bias_residual_relu_is_one_kernel():
     np.testing.assert_allclose(on[0], block(x).numpy(), rtol=1e-5, atol=1e-5)
 
 
+def test_recurrent_cell_sum_then_bias_is_one_kernel():
+    """Keras' RNN cells compute x @ W + h @ U, then add the bias: the bias follows the
+    residual (the other product) and still joins the epilogue."""
+    rng = np.random.default_rng(2)
+    w, u = (rng.normal(size=s).astype(np.float32) for s in ((5, 8), (3, 8)))
+    b = rng.normal(size=8).astype(np.float32)
+
+    def cell(x, h):
+        return tf.sigmoid(tf.nn.bias_add(tf.matmul(x, w) + tf.matmul(h, u), b))
+    x, h = rng.normal(size=(4, 5)).astype(np.float32), rng.normal(size=(4, 3)).astype(np.float32)
+    on, off, c = run_both(cell, x, h)
+    assert sorted(ops_of(c)) == ["MatMul", "NpuFusedMatMul"], ops_of(c)
+    attrs = next(n for n in c.graph if n.op == "NpuFusedMatMul").python_attrs()
+    assert attrs["has_bias"] and attrs["has_residual"] and attrs["activation"] == "Sigmoid"
+    np.testing.assert_allclose(on[0], off[0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(on[0], cell(x, h).numpy(), rtol=1e-5, atol=1e-6)
+
+
 def test_pre_activation_with_a_second_consumer_is_kept():
     """The BiasAdd output also feeds an output: bias still fuses (it is the value the
     consumer reads), the Relu stays a node of its own."""

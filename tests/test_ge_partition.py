@@ -10,7 +10,7 @@ from tensorflow.core.framework import graph_pb2
 from graph_engine.compiler import reports
 from graph_engine.compiler.api import partition_graph
 from graph_engine.compiler.graphdef import import_graph_def
-from graph_engine.compiler.partition import TRIVIAL_REASON, dag
+from graph_engine.compiler.partition import HOST_REASON, TRIVIAL_REASON, dag
 from graph_engine.compiler.partition.candidates import PRESERVE_ATTR
 from graph_engine.compiler.devtools import CPU, NPU, place, run_graph
 
@@ -239,8 +239,9 @@ def test_loop_control_values_cross_in_host_memory():
     boundary would copy them every iteration."""
     def build():
         x = tf.compat.v1.placeholder(tf.float32, [3, 3], name="x")
-        _, r = tf.while_loop(lambda i, v: i < 3, lambda i, v: (i + 1, tf.tanh(v @ x)),
-                             (tf.constant(0), x), name="loop")
+        _, r = tf.while_loop(lambda i, v: (i < 3) & (tf.reduce_sum(v) < 1e6),
+                             lambda i, v: (i + 1, tf.tanh(v @ x)), (tf.constant(0), x),
+                             name="loop")
         tf.identity(r * 2.0, name="out")
     gd = _lowered(build)
     part, _ = partition(gd, ["out"])
@@ -248,13 +249,78 @@ def test_loop_control_values_cross_in_host_memory():
              if any(n.op == op for n in body(c).node)}
     cond, step = by_op["Less"], by_op["MatMul"]
     assert _types(cond, "Tout") == [] and _types(cond, "Thost_out") == ["bool"]
-    assert _types(cond, "Thost_in") == ["int32"] and _types(cond, "Tin") == []
+    assert _types(cond, "Thost_in") == ["int32"] and _types(cond, "Tin") == ["float32"]
     assert _types(step, "Tin") == ["float32"] * 2 and _types(step, "Thost_in") == ["int32"]
     assert _types(step, "Tout") == ["float32"] and _types(step, "Thost_out") == ["int32"]
     rets = {n.attr["index"].i: n.attr["T"].type for n in body(step).node if n.op == "_Retval"}
     assert [tf.as_dtype(rets[i]).name for i in sorted(rets)] == ["float32", "int32"]
     check_runs_like_tf(gd, part, {"x": R.standard_normal((3, 3)).astype(np.float32) / 3},
                        ["out:0"])
+
+
+def test_int32_arithmetic_alone_is_left_to_tf_host_kernels():
+    """A loop's counter and condition alone (int32 arithmetic, which TF runs in host memory on
+    the NPU itself) form no cluster: a launch per iteration would cost more than the math.
+    Mixed with float math, int32 ops still join a cluster."""
+    def build():
+        x = tf.compat.v1.placeholder(tf.float32, [3, 3], name="x")
+        n = tf.compat.v1.placeholder(tf.int32, [], name="n")
+        _, r = tf.while_loop(lambda i, v: i < n * 2 - 1,
+                             lambda i, v: (i + 1, tf.tanh(v @ x)), (tf.constant(0), x),
+                             name="loop")
+        tf.identity(r * tf.cast(n, tf.float32), name="out")
+    gd = _lowered(build)
+    part, report = partition(gd, ["out"])
+    host = {n.node for n in report.nodes if n.reason == HOST_REASON}
+    assert {"loop/Less", "loop/mul", "loop/sub"} <= host, host
+    clustered = set().union(*(members(c) for c in clusters(part)))
+    assert not host & clustered and {"loop/matmul", "loop/add", "Cast"} <= clustered
+    check_runs_like_tf(gd, part, {"x": R.standard_normal((3, 3)).astype(np.float32) / 3,
+                                  "n": np.int32(2)}, ["out:0"])
+
+
+def test_int32_lists_move_to_the_cpu_with_their_plumbing():
+    """A list of int32 elements (what a loop's gradient keeps of a TensorArray: its length
+    and element shape) lives on the CPU, ops and plumbing: TF's list kernels for the NPU keep
+    elements in device memory, so each push and pop would be a copy. A float list stays."""
+    def build():
+        x = tf.compat.v1.placeholder(tf.float32, [4, 3], name="x")
+        sizes = tf.raw_ops.EmptyTensorList(element_shape=tf.constant([], tf.int32),
+                                           max_num_elements=-1, element_dtype=tf.int32,
+                                           name="sizes")
+        rows = tf.raw_ops.EmptyTensorList(element_shape=[3], max_num_elements=-1,
+                                          element_dtype=tf.float32, name="rows")
+
+        def body(i, s, r):
+            s = tf.raw_ops.TensorListPushBack(input_handle=s, tensor=i * 2, name="push_size")
+            r = tf.raw_ops.TensorListPushBack(input_handle=r, tensor=tf.tanh(x[i]),
+                                              name="push_row")
+            return i + 1, s, r
+        _, s, r = tf.while_loop(lambda i, s, r: i < 4, body, (tf.constant(0), sizes, rows),
+                                name="loop")
+        stacked = tf.raw_ops.TensorListStack(input_handle=s, element_dtype=tf.int32,
+                                             element_shape=tf.constant([], tf.int32))
+        rows = tf.raw_ops.TensorListStack(input_handle=r, element_dtype=tf.float32,
+                                          element_shape=[3])
+        tf.identity(rows * tf.cast(tf.reduce_sum(stacked), tf.float32), name="out")
+    gd = _lowered(build)
+    out = graph_pb2.GraphDef.FromString(
+        partition_graph(place(gd, fetches=["out"]).SerializeToString()))
+    nodes = {n.name: n for n in out.node}
+    assert nodes["sizes"].device == CPU and nodes["loop/push_size"].device == CPU
+    assert nodes["rows"].device == NPU and nodes["loop/push_row"].device == NPU
+
+    def origin(n):                           # the list a plumbing node passes on
+        while n.op not in ("EmptyTensorList", "TensorListPushBack"):
+            n = nodes[n.input[0].split(":")[0].lstrip("^")]
+        return n.name
+    plumbing = [n for n in out.node if n.op in ("Enter", "Merge", "Switch", "NextIteration",
+                                                "Exit")
+                and n.attr["T"].type == tf.variant.as_datatype_enum]
+    assert len(plumbing) == 10
+    for n in plumbing:
+        assert n.device == (CPU if "size" in origin(n) else NPU), n.name
+    check_runs_like_tf(gd, out, {"x": R.standard_normal((4, 3)).astype(np.float32)}, ["out:0"])
 
 
 def test_plumbing_of_a_cpu_only_list_moves_to_the_cpu():

@@ -207,6 +207,22 @@ def test_out_of_memory_at_exact_capacity():
     ]
 
 
+def test_freed_blocks_are_reused_best_fit_and_trimmed_oldest_first():
+    """A freed block serves a later request of at most a quarter less (the smallest such
+    block); a request that would exceed the capacity first drops cached blocks, oldest first."""
+    out = run_c("""
+        big, small, mid = (C.malloc(0, n) for n in (400 << 10, 100 << 10, 200 << 10))
+        for p in (big, small, mid):
+            C.free(0, p)
+        print(C.malloc(0, 190 << 10) == mid, C.malloc(0, 90 << 10) == small)
+        print(C.malloc(0, 40 << 10) not in (big, small, mid))   # too small for a cached block
+        print(C.memory_stats(0)["cached_bytes"] == 400 << 10)
+        C.malloc(0, 700 << 10)            # 1200 KiB device: the cached 400 KiB block must go
+        print(C.memory_stats(0)["cached_bytes"])
+    """, env={"NPU_HBM_SIZE": "1200K"})
+    assert out.splitlines() == ["True True", "True", "True", "0"]
+
+
 def test_bad_frees_raise_and_leave_the_pool_intact(buffer):
     before = _C.memory_stats(0)
     for bad in (12345, buffer + 64):

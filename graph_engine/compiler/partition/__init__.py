@@ -3,8 +3,8 @@ every NPU cluster replaced by one NpuGraphOp node.
 
 Steps: import -> loop plumbing of CPU-only lists onto the CPU (cpu_lists.py) -> DAG order
 (while-loop back edges set aside) -> control-flow contexts -> per-node classification
-(candidates.py) -> maximal acyclic clusters (clusters.py) -> rewrite (rewrite.py) -> report
-(reports.py). Nodes marked `_npu_preserve` (Grappler's fetch and
+(candidates.py) -> maximal acyclic clusters (clusters.py; those of int32 host arithmetic alone
+are left to TF's host-memory kernels) -> rewrite (rewrite.py) -> report (reports.py). Nodes marked `_npu_preserve` (Grappler's fetch and
 preserved nodes, marked by the plugin) keep their names and stay outside clusters; the mark is
 removed from the output. A graph with nothing (new) to cluster comes back unchanged.
 
@@ -24,6 +24,8 @@ from graph_engine.compiler.partition.clusters import form_clusters
 from graph_engine.compiler.partition.contexts import MIXED, control_contexts
 
 TRIVIAL_REASON = "its cluster would only hold ops that compute nothing; not worth a launch"
+HOST_REASON = ("its cluster would only hold int32 arithmetic that TF runs in host memory "
+               "itself; cheaper than a launch")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,6 +71,13 @@ def partition(g, opts=None):
     clusters, trivial = form_clusters(topo, clusterable, ctx, cloneable)
     for members in trivial:
         reasons.update(dict.fromkeys(members, TRIVIAL_REASON))
+    kept = []
+    for members in clusters:        # e.g. a loop's counter and condition, every iteration
+        if all(map(candidates.runs_on_host_in_tf, members)):
+            reasons.update(dict.fromkeys(members, HOST_REASON))
+        else:
+            kept.append(members)
+    clusters = kept
 
     original = list(g.nodes.values())
     placed = {}                                    # node -> cluster name

@@ -3,7 +3,7 @@ import functools
 
 from graph_engine import ops
 from graph_engine.ops import dtypes as dt
-from graph_engine.compiler.signature import DT_RESOURCE, DT_STRING, DT_VARIANT, signature
+from graph_engine.compiler.signature import DT_RESOURCE, DT_STRING, DT_VARIANT, op_def, signature
 
 PRESERVE_ATTR = "_npu_preserve"
 
@@ -78,3 +78,25 @@ def classify(node):
     if node.op == "Const":
         return False, "constant: copied into the clusters that read it"
     return True, None
+
+
+@functools.lru_cache(maxsize=512)
+def _host_kernel_constraints(op_type):
+    """The type constraints ({attr: allowed DataTypes}) of TF's kernels for `op_type` on devices
+    like the NPU (DEVICE_DEFAULT) that keep every input and output in host memory."""
+    from tensorflow.python.framework import kernels
+    od = op_def(op_type)
+    if od is None:
+        return ()
+    args = {a.name for a in list(od.input_arg) + list(od.output_arg)}
+    return tuple({c.name: frozenset(c.allowed_values.list.type) for c in k.constraint}
+                 for k in kernels.get_registered_kernels_for_op(op_type).kernel
+                 if k.device_type == "DEFAULT" and args <= set(k.host_memory_arg))
+
+
+def runs_on_host_in_tf(node):
+    """Whether TF itself runs `node` on the NPU in host memory (int32 arithmetic of loop
+    counters and shapes: AddV2, Less, Range ... have such kernels): no launch, no copy."""
+    python_attrs = node.python_attrs()
+    return any(all(python_attrs.get(name) in allowed for name, allowed in kernel.items())
+               for kernel in _host_kernel_constraints(node.op))

@@ -1,14 +1,22 @@
-"""Moves the loop plumbing of a CPU-only TensorList onto the CPU.
+"""Moves TensorLists that live on the host, with their loop plumbing, onto the CPU.
 
-TF's placer puts a list op the NPU has no kernel for on the CPU (TensorListGetItem of a bool
-mask under Keras' masked RNNs) but leaves the list's Enter/Merge/Switch/NextIteration/Exit and
-the Identities of function inlining on the loop's device. The list then crosses devices on every
-iteration, and a TensorList crossing devices is copied element by element. When every op that
-makes or reads the list outside this plumbing runs on the CPU, the plumbing goes there too: the
-list never leaves the host, and only what the loop body reads from it (one element) crosses.
+Two kinds of list cross devices on every loop iteration if left as TF's placer leaves them:
+- a list made and read only by CPU ops (TF's placer puts a list op the NPU has no kernel for on
+  the CPU: TensorListGetItem of a bool mask under Keras' masked RNNs) whose Enter/Merge/Switch/
+  NextIteration/Exit and the Identities of function inlining stay on the loop's device. A
+  TensorList crossing devices is copied element by element.
+- a list of int32 elements: TF's list kernels for devices like the NPU keep elements in device
+  memory while TF keeps every int32 tensor there in host memory, so each push is a host-to-device
+  copy and each pop a device-to-host one (the gradient of a loop that reads a TensorArray pushes
+  the array's length and element shape every forward iteration and pops them every backward one).
+Either way the whole list (ops and plumbing) goes to the CPU: the list never leaves the host, and
+what crosses is one element, in host memory on both sides.
 """
+import re
+
 from graph_engine.compiler.partition.candidates import device_type
 from graph_engine.compiler.signature import DT_VARIANT
+from tensorflow.core.framework import types_pb2
 
 # Ops that pass a value through (their data input 0, Switch's pred aside) without computing.
 _PLUMBING = frozenset({"Enter", "Exit", "Merge", "Switch", "NextIteration", "Identity"})
@@ -19,8 +27,29 @@ def _is_list_plumbing(n):
         any(v.dtype == DT_VARIANT for v in n.outputs)
 
 
+def _is_host_list_op(n):
+    """A list op on int32 elements (or reading only a list's length/shape) on the NPU or CPU."""
+    if device_type(n.device) not in ("NPU", "CPU"):
+        return False
+    if n.op in ("TensorListLength", "TensorListElementShape"):
+        return True
+    return (n.op.startswith("TensorList") or n.op == "EmptyTensorList") and \
+        n.attr("element_dtype") == types_pb2.DT_INT32
+
+
+def _cpu_device(device):
+    return re.sub(r"device:NPU:\d+", "device:CPU:0", device)
+
+
+def _variant_neighbours(n, users):
+    inputs = n.inputs[:1] if n.op == "Switch" else n.inputs
+    yield from (v.node for v in inputs if v.dtype == DT_VARIANT)
+    yield from (c for v in n.outputs if v.dtype == DT_VARIANT for c, _ in users.get(v, ()))
+
+
 def move_to_cpu(g):
-    """Moves qualifying plumbing in Graph `g` to the CPU; returns how many nodes moved."""
+    """Moves qualifying lists and plumbing in Graph `g` to the CPU; returns how many nodes
+    moved."""
     plumbing = {n for n in g if _is_list_plumbing(n)}
     if not plumbing:
         return 0
@@ -29,22 +58,24 @@ def move_to_cpu(g):
     for start in plumbing:
         if start in seen:
             continue
-        group, ends, stack = set(), [], [start]      # a connected group and the ops around it
+        component, stack = set(), [start]      # every node the list flows through
         while stack:
             n = stack.pop()
-            if n in group:
-                continue
-            group.add(n)
-            inputs = n.inputs[:1] if n.op == "Switch" else n.inputs
-            neighbours = [v.node for v in inputs if v.dtype == DT_VARIANT]
-            neighbours += [c for v in n.outputs if v.dtype == DT_VARIANT
-                           for c, _ in users.get(v, ())]
-            for m in neighbours:
-                (stack if m in plumbing else ends).append(m)
-        seen |= group
+            if n not in component:
+                component.add(n)
+                stack.extend(_variant_neighbours(n, users))
+        seen |= component
+        ends = [n for n in component if n not in plumbing]
         cpu = [m.device for m in ends if device_type(m.device) == "CPU"]
         if cpu and len(cpu) == len(ends):
-            for n in group:
-                n.device = cpu[0]
-            moved += len(group)
+            target = [n for n in component if n in plumbing]
+        elif ends and all(map(_is_host_list_op, ends)):
+            target = list(component)
+        else:
+            continue
+        device = cpu[0] if cpu else _cpu_device(start.device)
+        for n in target:
+            if n.device != device:
+                n.device = device
+                moved += 1
     return moved

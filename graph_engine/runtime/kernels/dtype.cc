@@ -64,12 +64,20 @@ inline D Convert(S x) {
 
 template <class S, class D>
 void ConvertLoop(const void* src, int64_t n, D* dst) {
+  if constexpr (std::is_same_v<S, D>) {
+    std::memcpy(dst, src, n * sizeof(D));
+    return;
+  }
   const S* s = static_cast<const S*>(src);
   for (int64_t i = 0; i < n; ++i) dst[i] = Convert<D>(s[i]);
 }
 
 template <class S, class D>
 void StoreLoop(const S* src, int64_t n, void* dst) {
+  if constexpr (std::is_same_v<S, D>) {
+    std::memcpy(dst, src, n * sizeof(D));
+    return;
+  }
   D* d = static_cast<D*>(dst);
   for (int64_t i = 0; i < n; ++i) d[i] = Convert<D>(src[i]);
 }

@@ -3,6 +3,7 @@
 // the same machinery (AddN, Select, BiasAdd). Their math is elementwise_functors.h's.
 #include "kernels/elementwise.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -88,6 +89,22 @@ namespace {
 // AddN: the sum of N same-shaped inputs, accumulated in the compute type and rounded once.
 template <class T>
 void AddNEval(int64_t n, int dtype, const std::vector<const void*>& in, void* out) {
+  // float32 straight from the inputs into the output, no staging (gradient accumulators); an
+  // output that reuses an input past the first two buffers takes the staged path.
+  if (std::is_same_v<T, float> && dtype == kFloat && in.size() >= 2 &&
+      std::find(in.begin() + 2, in.end(), out) == in.end()) {
+    ParallelFor(n, static_cast<int64_t>(in.size()), [&](int64_t begin, int64_t end) {
+      float* o = static_cast<float*>(out);
+      const float* a = static_cast<const float*>(in[0]);
+      const float* b = static_cast<const float*>(in[1]);
+      for (int64_t i = begin; i < end; ++i) o[i] = a[i] + b[i];
+      for (size_t k = 2; k < in.size(); ++k) {
+        const float* c = static_cast<const float*>(in[k]);
+        for (int64_t i = begin; i < end; ++i) o[i] += c[i];
+      }
+    });
+    return;
+  }
   const int size = DTypeSize(dtype);
   ParallelFor(n, static_cast<int64_t>(in.size()), [&](int64_t begin, int64_t end) {
     T acc[256], buf[256];

@@ -207,6 +207,8 @@ class FusedElementwise : public Kernel {
   };
   void Tile(const KernelArgs& args, const Run& run, const int64_t* in_off, int64_t pos, int64_t m,
             float* regs, const float** ptr, const float** a) const;
+  // Elements [pos, pos + m) of strided input k into r, one row (innermost run) at a time.
+  void LoadRows(const KernelArgs& args, size_t k, int64_t pos, int64_t m, float* r) const;
   Status Classify();
 
   std::vector<Instr> program_;
@@ -220,7 +222,8 @@ class FusedElementwise : public Kernel {
   Dims dims_;                         // iteration space (merged axes)
   std::vector<Dims> strides_;         // [input][axis], 0 on broadcast axes
   int64_t size_ = 0;
-  bool flat_ = false;                 // no strided input: tiles run over flat positions
+  bool flat_ = false;                 // tiles run over flat positions (no strided input, or
+                                      // rows shorter than a tile: LoadRows)
   size_t max_operands_ = 1;
 };
 
@@ -363,7 +366,10 @@ Status FusedElementwise::Classify() {
   const int rank = static_cast<int>(dims_.size());
   Dims dense(rank, 1);
   for (int a = rank - 2; a >= 0; --a) dense[a] = dense[a + 1] * dims_[a + 1];
-  flat_ = true;
+  // Rows shorter than a tile: tiles span rows and strided inputs are gathered row by row into
+  // them (LoadRows), else each short run would pay the whole program.
+  flat_ = dims_.back() < kTile;
+  bool strided = false;
   for (size_t k = 0; k < inputs_.size(); ++k) {
     const Dims& s = strides_[k];
     const bool inner_only = std::all_of(s.begin(), s.end() - 1, [](int64_t v) { return v == 0; });
@@ -372,8 +378,9 @@ Status FusedElementwise::Classify() {
     else if (s == dense) access = Access::kContiguous;
     else if (inner_only && s.back() == 1) access = Access::kRow;
     else access = Access::kStrided;
-    flat_ = flat_ && access != Access::kStrided;
+    strided = strided || access == Access::kStrided;
   }
+  flat_ = flat_ || !strided;
   if (!flat_)  // rows are then walked run by run like the strided inputs
     for (Input& in : inputs_)
       if (in.access == Access::kRow) in.access = Access::kStrided;
@@ -424,6 +431,11 @@ void FusedElementwise::Tile(const KernelArgs& args, const Run& run, const int64_
       ptr[k] = run.fixed[k] + pos % dims_[rank - 1];
       continue;
     }
+    if (in.access == Access::kStrided && flat_) {
+      LoadRows(args, k, pos, m, r);
+      ptr[k] = r;
+      continue;
+    }
     const char* base = args.in<char>(static_cast<int>(k)) + in_off[k] * in.size;
     const int64_t st = in.access == Access::kContiguous ? 1 : strides_[k][rank - 1];
     if (st == 1 && in.dtype == kFloat) {
@@ -458,6 +470,32 @@ void FusedElementwise::Tile(const KernelArgs& args, const Run& run, const int64_
     if (run.direct[reg - n_in] == args.out<float>(static_cast<int>(j)) || IsInt(out_dtypes_[j])) continue;  // written
     const int size = DTypeSize(out_dtypes_[j]);
     Store<float>(out_dtypes_[j], ptr[reg], m, args.out<char>(static_cast<int>(j)) + pos * size);
+  }
+}
+
+void FusedElementwise::LoadRows(const KernelArgs& args, size_t k, int64_t pos, int64_t m,
+                                float* r) const {
+  const Input& in = inputs_[k];
+  const Dims& strides = strides_[k];
+  const int rank = static_cast<int>(dims_.size());
+  const int64_t inner = dims_[rank - 1], step = strides[rank - 1];
+  for (int64_t done = 0; done < m;) {
+    int64_t rest = pos + done, off = 0;
+    for (int a = rank - 1; a >= 0; --a) {
+      off += rest % dims_[a] * strides[a];
+      rest /= dims_[a];
+    }
+    const int64_t len = std::min(inner - (pos + done) % inner, m - done);
+    const char* base = args.in<char>(static_cast<int>(k)) + off * in.size;
+    if (step == 1) {
+      Load<float>(in.dtype, base, len, r + done);
+    } else if (step == 0) {
+      Load<float>(in.dtype, base, 1, r + done);
+      std::fill(r + done + 1, r + done + len, r[done]);
+    } else {
+      Gather(in.dtype, base, step, len, r + done);
+    }
+    done += len;
   }
 }
 

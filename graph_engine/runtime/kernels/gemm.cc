@@ -44,7 +44,7 @@ const Blocks& ChosenBlocks() {
 // A parallel range of C rows packs all of B, one of C columns all of A; ranges stay at least
 // 16 rows/columns wide (Eigen's register tiles) and large enough to be worth a thread.
 constexpr int64_t kMinRange = 16;
-constexpr int64_t kMinRangeFlops = 1 << 18;
+constexpr int64_t kMinRangeFlops = 1 << 20;
 
 int64_t Ranges(int64_t extent, int64_t flops) {
   // Two ranges per thread: balance when another process holds a core, few repacks otherwise.

@@ -44,19 +44,19 @@ bool Passed(const Fence& fence) {
 
 MemoryPool::~MemoryPool() {
   for (const auto& block : blocks_) std::free(reinterpret_cast<void*>(block.first));
-  for (const Cached& c : cache_) std::free(c.block);
+  for (const auto& [capacity, c] : cache_) std::free(c.block);
 }
 
 std::vector<void*> MemoryPool::TrimLocked(uint64_t need) {
   std::vector<void*> dropped;
   const uint64_t budget = std::max(kCacheFloor, in_use_);
-  size_t n = 0;
-  while (n < cache_.size() && (in_use_ + cached_ + need > capacity_ || cached_ > budget)) {
-    cached_ -= cache_[n].capacity;
-    dropped.push_back(cache_[n].block);
-    ++n;
+  while (!by_age_.empty() && (in_use_ + cached_ + need > capacity_ || cached_ > budget)) {
+    const auto oldest = by_age_.begin()->second;
+    cached_ -= oldest->first;
+    dropped.push_back(oldest->second.block);
+    cache_.erase(oldest);
+    by_age_.erase(by_age_.begin());
   }
-  cache_.erase(cache_.begin(), cache_.begin() + n);
   return dropped;
 }
 
@@ -75,27 +75,24 @@ npurtError MemoryPool::Allocate(uint64_t size, void** ptr) {
                        (unsigned long long)size, (unsigned long long)free_bytes,
                        (unsigned long long)capacity_));
   }
-  // Best fit among the cached blocks whose queued work has run.
-  size_t best = cache_.size();
-  for (size_t i = 0; i < cache_.size(); ++i) {
-    const Cached& c = cache_[i];
-    if (GoodFit(c.capacity, rounded) && (best == cache_.size() || c.capacity < cache_[best].capacity) &&
-        Passed(c.fence))
-      best = i;
-  }
+  // Best fit among the cached blocks whose queued work has run: the smallest that fits.
+  auto best = cache_.lower_bound(rounded);
+  while (best != cache_.end() && GoodFit(best->first, rounded) && !Passed(best->second.fence)) ++best;
   void* block = nullptr;
   uint64_t capacity = rounded;
-  if (best != cache_.size()) {
-    block = cache_[best].block;
-    capacity = cache_[best].capacity;
+  if (best != cache_.end() && GoodFit(best->first, rounded)) {
+    block = best->second.block;
+    capacity = best->first;
     cached_ -= capacity;
-    cache_.erase(cache_.begin() + best);
+    by_age_.erase(best->second.age);
+    cache_.erase(best);
   } else {
     std::vector<void*> dropped = TrimLocked(rounded);
     block = std::aligned_alloc(align, rounded);
     if (block == nullptr) {  // the host is short: give back every cached block and retry
-      for (const Cached& c : cache_) dropped.push_back(c.block);
+      for (const auto& [size, c] : cache_) dropped.push_back(c.block);
       cache_.clear();
+      by_age_.clear();
       cached_ = 0;
     }
     lock.unlock();
@@ -136,7 +133,8 @@ npurtError MemoryPool::Free(void* ptr) {
     }
     in_use_ -= it->second.size;
     if (it->second.variable_holders > 0) variable_bytes_ -= it->second.size;
-    cache_.push_back({ptr, it->second.capacity, std::move(fence)});
+    const uint64_t age = next_age_++;
+    by_age_.emplace(age, cache_.emplace(it->second.capacity, Cached{ptr, age, std::move(fence)}));
     cached_ += it->second.capacity;
     blocks_.erase(it);
     dropped = TrimLocked(0);

@@ -60,9 +60,10 @@ class MemoryPool {
   std::map<uintptr_t, Live>::iterator FindLocked(const void* ptr);
   struct Cached {
     void* block;
-    uint64_t capacity;
+    uint64_t age;       // order of the free: trimming drops the oldest first
     Fence fence;        // reusable once this has run
   };
+  using Cache = std::multimap<uint64_t, Cached>;   // by the capacity of the host block
   // Call with mu_ held. Drops cached blocks, oldest first, until `need` more bytes fit the
   // capacity and the cache is within its budget; returns them for release outside the lock.
   std::vector<void*> TrimLocked(uint64_t need);
@@ -72,7 +73,9 @@ class MemoryPool {
   const ReleaseFn release_;
   mutable std::mutex mu_;
   std::map<uintptr_t, Live> blocks_;  // start address -> sizes
-  std::vector<Cached> cache_;         // oldest first
+  Cache cache_;
+  std::map<uint64_t, Cache::iterator> by_age_;     // the same blocks, oldest first
+  uint64_t next_age_ = 0;
   uint64_t in_use_ = 0, peak_ = 0, total_allocs_ = 0, cached_ = 0, variable_bytes_ = 0;
 };
 

@@ -2,7 +2,7 @@
 
     Conv2D | DepthwiseConv2dNative | MatMul | BatchMatMulV2/V3
       -> [BiasAdd(b) | Add(b) with b of shape [channels], channels last]
-      -> [Add/AddV2(residual of the output's shape)]
+      -> [Add/AddV2(residual of the output's shape)]     (the bias may also follow the residual)
       -> [Relu | Relu6 | Elu | LeakyRelu | Sigmoid | Tanh | NpuGelu | x * Sigmoid(x)]
 
 Each value inside the pattern must have no consumer outside it (training graphs read forward
@@ -99,6 +99,11 @@ def fuse(rw, node):
     if user is not None:
         chain.append(user)
         cur = user.outputs[0]
+        if bias is None:        # Keras' RNN cells: x @ W + h @ U, then the bias
+            user, bias = _bias(rw, node, cur)
+            if user is not None:
+                chain.append(user)
+                cur = user.outputs[0]
     act = _activation(rw, cur)
     activation, alpha = "", 0.2
     if act is not None:
