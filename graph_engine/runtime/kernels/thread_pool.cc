@@ -56,7 +56,7 @@ struct Job {
   std::atomic<uint32_t>* status_sink = FloatStatusSink();   // the caller's (float_status.h)
   std::mutex mu;
   std::condition_variable done_cv;
-  int64_t done = 0;
+  std::atomic<int64_t> done{0};  // changed under mu only; read without it while polling
   std::exception_ptr error;
 
   void Run(int64_t chunk) {
@@ -72,10 +72,10 @@ struct Job {
       }
       SetFloatStatusSink(previous_sink);
     }
-    // Notify under the lock: the caller destroys the job as soon as it sees the last chunk.
+    // Under the lock: the caller destroys the job once it holds mu and sees the last chunk.
     std::lock_guard<std::mutex> lock(mu);
     if (e && !error) error = e;
-    if (++done == chunks) done_cv.notify_all();
+    if (done.fetch_add(1, std::memory_order_acq_rel) + 1 == chunks) done_cv.notify_all();
   }
 };
 
@@ -107,8 +107,14 @@ class Pool {
       }
       job->Run(chunk);
     }
+    // Stragglers are usually a few microseconds away: poll before sleeping, since a futex
+    // wake-up costs more than that. Taking mu afterwards waits out the last worker's unlock.
+    const auto until = std::chrono::steady_clock::now() + kSpin;
+    while (job->done.load(std::memory_order_acquire) < job->chunks &&
+           std::chrono::steady_clock::now() < until)
+      std::this_thread::yield();
     std::unique_lock<std::mutex> lock(job->mu);
-    job->done_cv.wait(lock, [job] { return job->done == job->chunks; });
+    job->done_cv.wait(lock, [job] { return job->done.load(std::memory_order_acquire) == job->chunks; });
   }
 
  private:
