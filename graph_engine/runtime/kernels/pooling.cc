@@ -3,6 +3,7 @@
 // Work is split by (image, channel block): each unit reads and writes only its own channels,
 // so the gradients' scatter needs no synchronisation.
 #include <limits>
+#include <vector>
 
 #include "kernels/float_io.h"
 #include "kernels/window.h"
@@ -32,24 +33,36 @@ class PoolKernel : public Kernel {
                kind_ == PoolKind::kMaxGrad ? out_size : kind_ == PoolKind::kMaxGradGrad ? in_size : 0);
     FloatIn y(dtype_, args.in(1), kind_ == PoolKind::kMaxGradGrad ? out_size : 0);
     FloatOut out(dtype_, args.out(0), forward ? out_size : in_size);
-    const int64_t blocks = (g_.c + block_ - 1) / block_;
-    ParallelFor(g_.n * blocks, g_.oh * g_.ow * g_.kh * g_.kw * block_, [&](int64_t u0, int64_t u1) {
-      for (int64_t u = u0; u < u1; ++u) {
-        const int64_t n = u / blocks, c0 = u % blocks * block_, c1 = std::min(g_.c, c0 + block_);
-        switch (kind_) {
-          case PoolKind::kMax: Max(x.data(), out.data(), n, c0, c1); break;
-          case PoolKind::kAvg: Avg(x.data(), out.data(), n, c0, c1); break;
-          case PoolKind::kMaxGrad: MaxGrad(x.data(), dy.data(), out.data(), n, c0, c1); break;
-          case PoolKind::kAvgGrad: AvgGrad(x.data(), out.data(), n, c0, c1); break;
-          case PoolKind::kMaxGradGrad: MaxGradGrad(x.data(), y.data(), dy.data(), out.data(), n, c0, c1); break;
-        }
-      }
-    });
+    if (g_.nchw) Run<false>(x.data(), y.data(), dy.data(), out.data());
+    else Run<true>(x.data(), y.data(), dy.data(), out.data());
     out.Finish();
     return Status::Ok();
   }
 
  private:
+  // kNhwc: channels are contiguous (stride 1, known to the compiler: the channel loops
+  // vectorize); else the strides are read from in_/out_.
+  template <bool kNhwc>
+  void Run(const float* x, const float* y, const float* dy, float* out) const {
+    const int64_t blocks = (g_.c + block_ - 1) / block_;
+    ParallelFor(g_.n * blocks, g_.oh * g_.ow * g_.kh * g_.kw * block_, [&](int64_t u0, int64_t u1) {
+      for (int64_t u = u0; u < u1; ++u) {
+        const int64_t n = u / blocks, c0 = u % blocks * block_, c1 = std::min(g_.c, c0 + block_);
+        switch (kind_) {
+          case PoolKind::kMax: Max<kNhwc>(x, out, n, c0, c1); break;
+          case PoolKind::kAvg: Avg<kNhwc>(x, out, n, c0, c1); break;
+          case PoolKind::kMaxGrad: MaxGrad<kNhwc>(x, dy, out, n, c0, c1); break;
+          case PoolKind::kAvgGrad: AvgGrad<kNhwc>(x, out, n, c0, c1); break;
+          case PoolKind::kMaxGradGrad: MaxGradGrad<kNhwc>(x, y, dy, out, n, c0, c1); break;
+        }
+      }
+    });
+  }
+  template <bool kNhwc>
+  int64_t InStride() const { return kNhwc ? 1 : in_[3]; }
+  template <bool kNhwc>
+  int64_t OutStride() const { return kNhwc ? 1 : out_[3]; }
+
   // Calls fn(element offset of the window pixel without channel) for the in-range pixels of
   // output pixel (oh, ow), in TF's scan order (rows, then columns).
   template <class Fn>
@@ -68,70 +81,78 @@ class PoolKernel : public Kernel {
            (std::min(w0 + g_.kw, g_.w) - std::max<int64_t>(w0, 0));
   }
 
+  template <bool kNhwc>
   void Max(const float* x, float* y, int64_t n, int64_t c0, int64_t c1) const {
     float acc[64];
     for (int64_t oh = 0; oh < g_.oh; ++oh)
       for (int64_t ow = 0; ow < g_.ow; ++ow) {
         std::fill(acc, acc + (c1 - c0), LowestOf(dtype_));   // TF's start: NaN never wins
         ForWindow(n, oh, ow, [&](int64_t at) {
-          for (int64_t c = c0; c < c1; ++c) acc[c - c0] = std::max(acc[c - c0], x[at + c * in_[3]]);
+          for (int64_t c = c0; c < c1; ++c) acc[c - c0] = std::max(acc[c - c0], x[at + c * InStride<kNhwc>()]);
         });
-        for (int64_t c = c0; c < c1; ++c) y[OutAt(n, oh, ow) + c * out_[3]] = acc[c - c0];
+        for (int64_t c = c0; c < c1; ++c) y[OutAt(n, oh, ow) + c * OutStride<kNhwc>()] = acc[c - c0];
       }
   }
 
   // Averages over the in-range pixels only (SAME padding does not count), as TF does.
+  template <bool kNhwc>
   void Avg(const float* x, float* y, int64_t n, int64_t c0, int64_t c1) const {
     float acc[64];
     for (int64_t oh = 0; oh < g_.oh; ++oh)
       for (int64_t ow = 0; ow < g_.ow; ++ow) {
         std::fill(acc, acc + (c1 - c0), 0.0f);
         ForWindow(n, oh, ow, [&](int64_t at) {
-          for (int64_t c = c0; c < c1; ++c) acc[c - c0] += x[at + c * in_[3]];
+          for (int64_t c = c0; c < c1; ++c) acc[c - c0] += x[at + c * InStride<kNhwc>()];
         });
         const float count = static_cast<float>(WindowCount(oh, ow));
-        for (int64_t c = c0; c < c1; ++c) y[OutAt(n, oh, ow) + c * out_[3]] = acc[c - c0] / count;
+        for (int64_t c = c0; c < c1; ++c) y[OutAt(n, oh, ow) + c * OutStride<kNhwc>()] = acc[c - c0] / count;
       }
   }
 
+  template <bool kNhwc>
   void ZeroInput(float* dx, int64_t n, int64_t c0, int64_t c1) const {
     for (int64_t ih = 0; ih < g_.h; ++ih)
       for (int64_t iw = 0; iw < g_.w; ++iw)
-        for (int64_t c = c0; c < c1; ++c) dx[n * in_[0] + ih * in_[1] + iw * in_[2] + c * in_[3]] = 0;
+        for (int64_t c = c0; c < c1; ++c) dx[n * in_[0] + ih * in_[1] + iw * in_[2] + c * InStride<kNhwc>()] = 0;
   }
 
-  // Per channel of [c0, c1), the element offset of the first maximum of the window of output
-  // pixel (oh, ow) in scan order (a strictly greater value wins); -1 for an empty window.
-  void WindowArgMax(const float* x, int64_t n, int64_t oh, int64_t ow, int64_t c0, int64_t c1,
-                    int64_t* arg) const {
-    float best[64];
-    std::fill(arg, arg + (c1 - c0), -1);
-    ForWindow(n, oh, ow, [&](int64_t at) {
-      for (int64_t c = c0; c < c1; ++c) {
-        const float v = x[at + c * in_[3]];
-        if (arg[c - c0] < 0 || v > best[c - c0]) {
-          best[c - c0] = v;
-          arg[c - c0] = at + c * in_[3];
-        }
-      }
-    });
-  }
-
-  // The gradient goes to the first maximum of each window.
+  // The gradient goes to the first maximum of each window (a strictly greater value wins,
+  // in scan order). The search keeps, per channel, the best value and its window position:
+  // selects over local arrays, which vectorize.
+  template <bool kNhwc>
   void MaxGrad(const float* x, const float* dy, float* dx, int64_t n, int64_t c0, int64_t c1) const {
-    ZeroInput(dx, n, c0, c1);
-    int64_t arg[64];
+    ZeroInput<kNhwc>(dx, n, c0, c1);
+    const int64_t ics = InStride<kNhwc>(), ocs = OutStride<kNhwc>(), nc = c1 - c0;
+    std::vector<int64_t> window(g_.kh * g_.kw);
+    float best[64];
+    int32_t which[64];
     for (int64_t oh = 0; oh < g_.oh; ++oh)
       for (int64_t ow = 0; ow < g_.ow; ++ow) {
-        WindowArgMax(x, n, oh, ow, c0, c1, arg);
-        for (int64_t c = c0; c < c1; ++c)
-          if (arg[c - c0] >= 0) dx[arg[c - c0]] += dy[OutAt(n, oh, ow) + c * out_[3]];
+        int32_t count = 0;
+        ForWindow(n, oh, ow, [&](int64_t at) { window[count++] = at + c0 * ics; });
+        if (count == 0) continue;
+        for (int64_t c = 0; c < nc; ++c) {
+          best[c] = x[window[0] + c * ics];
+          which[c] = 0;
+        }
+        for (int32_t k = 1; k < count; ++k) {
+          const float* pixel = x + window[k];
+          for (int64_t c = 0; c < nc; ++c) {
+            const float v = pixel[c * ics];
+            const bool greater = v > best[c];
+            best[c] = greater ? v : best[c];
+            which[c] = greater ? k : which[c];
+          }
+        }
+        const float* grad = dy + OutAt(n, oh, ow) + c0 * ocs;
+        for (int64_t c = 0; c < nc; ++c) dx[window[which[c]] + c * ics] += grad[c * ocs];
       }
   }
 
   // Each output position takes ddx at its window's first maximum (MaxGrad's choice).
   // As TF's CPU kernel: each output takes ddx at the first window element equal to the pooled
   // value y (0 when none is: a NaN window, or a y that is not this input's pooling).
+  template <bool kNhwc>
   void MaxGradGrad(const float* x, const float* y, const float* ddx, float* ddy, int64_t n,
                    int64_t c0, int64_t c1) const {
     bool found[64];
@@ -139,12 +160,12 @@ class PoolKernel : public Kernel {
       for (int64_t ow = 0; ow < g_.ow; ++ow) {
         const int64_t o = OutAt(n, oh, ow);
         std::fill(found, found + (c1 - c0), false);
-        for (int64_t c = c0; c < c1; ++c) ddy[o + c * out_[3]] = 0.0f;
+        for (int64_t c = c0; c < c1; ++c) ddy[o + c * OutStride<kNhwc>()] = 0.0f;
         ForWindow(n, oh, ow, [&](int64_t at) {
           for (int64_t c = c0; c < c1; ++c) {
-            const int64_t i = at + c * in_[3];
-            if (!found[c - c0] && x[i] == y[o + c * out_[3]]) {
-              ddy[o + c * out_[3]] = ddx[i];
+            const int64_t i = at + c * InStride<kNhwc>();
+            if (!found[c - c0] && x[i] == y[o + c * OutStride<kNhwc>()]) {
+              ddy[o + c * OutStride<kNhwc>()] = ddx[i];
               found[c - c0] = true;
             }
           }
@@ -152,13 +173,14 @@ class PoolKernel : public Kernel {
       }
   }
 
+  template <bool kNhwc>
   void AvgGrad(const float* dy, float* dx, int64_t n, int64_t c0, int64_t c1) const {
-    ZeroInput(dx, n, c0, c1);
+    ZeroInput<kNhwc>(dx, n, c0, c1);
     for (int64_t oh = 0; oh < g_.oh; ++oh)
       for (int64_t ow = 0; ow < g_.ow; ++ow) {
         const float inv = 1.0f / static_cast<float>(WindowCount(oh, ow));
         ForWindow(n, oh, ow, [&](int64_t at) {
-          for (int64_t c = c0; c < c1; ++c) dx[at + c * in_[3]] += dy[OutAt(n, oh, ow) + c * out_[3]] * inv;
+          for (int64_t c = c0; c < c1; ++c) dx[at + c * InStride<kNhwc>()] += dy[OutAt(n, oh, ow) + c * OutStride<kNhwc>()] * inv;
         });
       }
   }
