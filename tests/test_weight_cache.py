@@ -1,8 +1,10 @@
 """Weights converted once (issue 17): an inference graph's variable filters go into FRACTAL_Z
 (with inference batch norm folded in) as CACHED values the executor keeps between runs. The
 conversion is skipped while the weights are the same buffers, and runs again after any write
-to them: assign, assign_add/sub, an optimizer step, Keras fit. Results are checked against
-TensorFlow on the CPU with the same weights after every kind of write."""
+to them: assign, assign_add/sub, an optimizer step, Keras fit. The 5HD convolution keeps its
+repacked filter while the converted filter's version holds, so a stale one would show here too.
+Results are checked against TensorFlow on the CPU with the same weights after every kind of
+write."""
 import keras
 import numpy as np
 import pytest

@@ -93,6 +93,7 @@ class Model : public CompiledModel {
     const Model* model;
     std::vector<void*> values;             // device address of every value
     std::vector<const void*> in_operands;  // per step, from Step::in_begin
+    std::vector<uint64_t> in_versions;     // the same, KernelArgs::versions
     std::vector<void*> out_operands;
     uint64_t executed = 0;
     uint64_t step = 0;                     // runs of this model before this one
@@ -134,6 +135,8 @@ class Model : public CompiledModel {
   bool cached_valid_ = false;
   std::vector<InputOwner> held_;
   std::vector<const void*> held_buffers_;
+  std::vector<uint64_t> value_versions_;    // per cached value (cache_mu_): see Run
+  uint64_t last_version_ = 1;               // 1 is every constant's
   ModelInfo info_;                          // what observers see of this model
   mutable std::atomic<uint64_t> runs_{0};   // Run calls so far: the step number of the next
 };
@@ -148,6 +151,7 @@ Status Model::Init(const ModelDef& def, int32_t device) {
   arena_bytes_ = def.arena_bytes;
   device_ = device;
   values_ = def.values;
+  value_versions_.assign(values_.size(), 0);
   output_ids_ = def.outputs;
   for (uint32_t id : def.inputs) inputs_.push_back(def.values[id].desc);
   for (uint32_t id : def.outputs) outputs_.push_back(def.values[id].desc);
@@ -284,7 +288,8 @@ void Model::KeepCachedInputs(const std::vector<const void*>& inputs,
 }
 
 Status Model::RunStep(const Step& step, RunState& s) {
-  kernels::KernelArgs args{s.in_operands.data() + step.in_begin, s.out_operands.data() + step.out_begin};
+  kernels::KernelArgs args{s.in_operands.data() + step.in_begin, s.out_operands.data() + step.out_begin,
+                           s.in_versions.data() + step.in_begin};
   Status st;
   kernels::DeterministicScope deterministic(step.deterministic);
   try {
@@ -424,7 +429,22 @@ Status Model::Run(npurtStream stream, const std::vector<const void*>& inputs,
       case ValueKind::kCached: state.values[id] = static_cast<char*>(cached_dev_) + v.where; break;
     }
   }
-  for (uint32_t id : in_ids_) state.in_operands.push_back(state.values[id]);
+  // Versions (KernelArgs::versions): constants never change; a cached value changes each time
+  // its step runs, which this run's plan (cache_mu_ held) decides now.
+  if (has_cached_steps_) {
+    for (size_t i = 0; i < steps_.size(); ++i) {
+      if (!steps_[i].cached || (!state.skip.empty() && state.skip[i])) continue;
+      for (size_t o = 0; o < steps_[i].n_out; ++o) {
+        const uint32_t id = out_ids_[steps_[i].out_begin + o];
+        if (values_[id].kind == ValueKind::kCached) value_versions_[id] = ++last_version_;
+      }
+    }
+  }
+  for (uint32_t id : in_ids_) {
+    state.in_operands.push_back(state.values[id]);
+    const ValueKind kind = values_[id].kind;
+    state.in_versions.push_back(kind == ValueKind::kConst ? 1 : kind == ValueKind::kCached ? value_versions_[id] : 0);
+  }
   for (uint32_t id : out_ids_) state.out_operands.push_back(state.values[id]);
 
   state.outputs = &outputs;

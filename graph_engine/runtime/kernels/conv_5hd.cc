@@ -3,10 +3,12 @@
 // The contraction axis is ordered (c1, kh, kw, c0), FRACTAL_Z's block order, so im2col rows
 // gather C0-lane runs straight from the 5HD input. Two forms of it:
 //  * compact (the usual case): only real input channels enter the contraction, so a 3-channel
-//    input contracts over 3 lanes per tap, not 16; the filter is gathered once per call into a
-//    dense [Cout padded, K] matrix (the GEMM's transposed operand) without its padding lanes:
-//    K * N moves in C0-lane runs, little next to the pixels * K * N multiply-adds; no padding
-//    lane of the input is ever read;
+//    input contracts over 3 lanes per tap, not 16; the filter is gathered into a dense
+//    [Cout padded, K] matrix (the GEMM's transposed operand) without its padding lanes, and
+//    kept while the filter's version (KernelArgs::versions) holds: weights are gathered once
+//    per variable update, not per call (the gather was a quarter of ResNet50's inference time,
+//    whose late stages have few pixels per filter element); no padding lane of the input is
+//    ever read;
 //  * per block (a few output pixels, where that gather would cost as much as the GEMM): one
 //    small GEMM per FRACTAL_Z block reading it in place as a transposed [N, C0] operand, with
 //    the input's padding lanes zeroed in the im2col rows (they are unspecified; FRACTAL_Z
@@ -15,6 +17,7 @@
 // straight into the 5HD output, one image's run of pixels per C1 block.
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "kernels/epilogue.h"
@@ -57,22 +60,12 @@ class Conv5hdKernel : public Kernel {
     const bool per_block = pixels < kPerBlockPixels;
     const int64_t k = per_block ? blocks_k * kC0 : x_.c * taps;   // contraction length
     FloatIn x(dtype_, args.in(0), x_.size());
-    FloatIn fz(dtype_, args.in(1), blocks_k * np * kC0);
-    std::unique_ptr<float[]> w;                  // compact filter [np, k]; all of it is written
-    if (!per_block) {
-      w.reset(new float[np * k]);
-      ParallelFor(blocks_k, np * kC0, [&](int64_t b0, int64_t b1) {
-        for (int64_t b = b0; b < b1; ++b) {      // FRACTAL_Z block (c1, kh, kw): [np, C0]
-          const int64_t c1 = b / taps, real = x_.valid(c1);
-          const float* src = fz.data() + b * np * kC0;
-          float* dst = w.get() + c1 * taps * kC0 + b % taps * real;
-          for (int64_t n = 0; n < np; ++n, src += kC0, dst += k) {
-            if (real == kC0) std::memcpy(dst, src, kC0 * sizeof(float));
-            else std::memcpy(dst, src, real * sizeof(float));
-          }
-        }
-      });
-    }
+    // Per block: the FRACTAL_Z filter as is. Else the compact filter [np, k], kept while the
+    // filter's version holds (weights: from one variable update to the next).
+    std::unique_ptr<FloatIn> fz;
+    std::shared_ptr<const std::vector<float>> w;
+    if (per_block) fz = std::make_unique<FloatIn>(dtype_, args.in(1), blocks_k * np * kC0);
+    else w = CompactFilter(args.in(1), args.version(1), blocks_k, np, k, taps);
     std::vector<float> bias(np, 0.0f);
     int next = 2;
     if (ep_.has_bias) {
@@ -102,10 +95,10 @@ class Conv5hdKernel : public Kernel {
           Im2ColRow(x.data(), o, cols + (p - p0) * (per_block ? kC0 : k), per_block ? m * kC0 : 0);
         if (per_block) {
           for (int64_t b = 0; b < blocks_k; ++b)
-            Gemm(m, np, kC0, cols + b * m * kC0, false, fz.data() + b * np * kC0, true, acc,
+            Gemm(m, np, kC0, cols + b * m * kC0, false, fz->data() + b * np * kC0, true, acc,
                  b > 0);
         } else {
-          Gemm(m, np, k, cols, false, w.get(), true, acc);
+          Gemm(m, np, k, cols, false, w->data(), true, acc);
         }
         Store(acc, p0, p1, bias.data(), residual ? residual->data() : nullptr, y.data());
       }
@@ -191,10 +184,40 @@ class Conv5hdKernel : public Kernel {
     }
   }
 
+  // The compact filter of FRACTAL_Z `fz` (version 0: unknown, gathered anew).
+  std::shared_ptr<const std::vector<float>> CompactFilter(const void* filter, uint64_t version,
+                                                          int64_t blocks_k, int64_t np, int64_t k,
+                                                          int64_t taps) const {
+    if (version != 0) {
+      std::lock_guard<std::mutex> lock(filter_mu_);
+      if (filter_version_ == version && filter_ != nullptr) return filter_;
+    }
+    const FloatIn stored(dtype_, filter, blocks_k * np * kC0);
+    const float* fz = stored.data();
+    auto w = std::make_shared<std::vector<float>>(np * k);   // all of it is written
+    ParallelFor(blocks_k, np * kC0, [&](int64_t b0, int64_t b1) {
+      for (int64_t b = b0; b < b1; ++b) {      // FRACTAL_Z block (c1, kh, kw): [np, C0]
+        const int64_t c1 = b / taps, real = x_.valid(c1);
+        const float* src = fz + b * np * kC0;
+        float* dst = w->data() + c1 * taps * kC0 + b % taps * real;
+        for (int64_t n = 0; n < np; ++n, src += kC0, dst += k) std::memcpy(dst, src, real * sizeof(float));
+      }
+    });
+    if (version != 0) {
+      std::lock_guard<std::mutex> lock(filter_mu_);
+      filter_version_ = version;
+      filter_ = w;
+    }
+    return w;
+  }
+
   Window2D g_;
   Nc1hwc0 x_, y_;
   int dtype_;
   Epilogue ep_, act_;                           // act_: ep_'s activation alone
+  mutable std::mutex filter_mu_;                // guards the two below (runs may overlap)
+  mutable uint64_t filter_version_ = 0;
+  mutable std::shared_ptr<const std::vector<float>> filter_;
 };
 
 Status MakeConv5hd(const KernelDef& def, std::unique_ptr<Kernel>* out, bool fused) {

@@ -72,8 +72,13 @@ struct KernelDef {
 struct KernelArgs {
   const void* const* inputs;
   void* const* outputs;
+  // Per input, when known: a number that changes whenever its contents may have (model
+  // constants and cached values, e.g. converted weights); 0 = unknown, may differ every run.
+  // A kernel may keep what it derives from such an input (a repacked filter) while it holds.
+  const uint64_t* versions = nullptr;
   template <class T = void> const T* in(int i) const { return static_cast<const T*>(inputs[i]); }
   template <class T = void> T* out(int i) const { return static_cast<T*>(outputs[i]); }
+  uint64_t version(int i) const { return versions ? versions[i] : 0; }
 };
 
 class Kernel {
