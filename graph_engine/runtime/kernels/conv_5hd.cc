@@ -4,7 +4,9 @@
 // gather C0-lane runs straight from the 5HD input. Two forms of it:
 //  * compact (the usual case): only real input channels enter the contraction, so a 3-channel
 //    input contracts over 3 lanes per tap, not 16; the filter is gathered into a dense
-//    [Cout padded, K] matrix (the GEMM's transposed operand) without its padding lanes, and
+//    [K, Cout padded] matrix (the GEMM's plain right operand: as the transposed one, the GEMM
+//    repacked it with a transpose per call, a third of ResNet50's inference time) without its
+//    padding lanes, and
 //    kept while the filter's version (KernelArgs::versions) holds: weights are gathered once
 //    per variable update, not per call (the gather was a quarter of ResNet50's inference time,
 //    whose late stages have few pixels per filter element); no padding lane of the input is
@@ -60,7 +62,7 @@ class Conv5hdKernel : public Kernel {
     const bool per_block = pixels < kPerBlockPixels;
     const int64_t k = per_block ? blocks_k * kC0 : x_.c * taps;   // contraction length
     FloatIn x(dtype_, args.in(0), x_.size());
-    // Per block: the FRACTAL_Z filter as is. Else the compact filter [np, k], kept while the
+    // Per block: the FRACTAL_Z filter as is. Else the compact filter [k, np], kept while the
     // filter's version holds (weights: from one variable update to the next).
     std::unique_ptr<FloatIn> fz;
     std::shared_ptr<const std::vector<float>> w;
@@ -98,7 +100,7 @@ class Conv5hdKernel : public Kernel {
             Gemm(m, np, kC0, cols + b * m * kC0, false, fz->data() + b * np * kC0, true, acc,
                  b > 0);
         } else {
-          Gemm(m, np, k, cols, false, w->data(), true, acc);
+          Gemm(m, np, k, cols, false, w->data(), false, acc);
         }
         Store(acc, p0, p1, bias.data(), residual ? residual->data() : nullptr, y.data());
       }
@@ -199,8 +201,9 @@ class Conv5hdKernel : public Kernel {
       for (int64_t b = b0; b < b1; ++b) {      // FRACTAL_Z block (c1, kh, kw): [np, C0]
         const int64_t c1 = b / taps, real = x_.valid(c1);
         const float* src = fz + b * np * kC0;
-        float* dst = w->data() + c1 * taps * kC0 + b % taps * real;
-        for (int64_t n = 0; n < np; ++n, src += kC0, dst += k) std::memcpy(dst, src, real * sizeof(float));
+        float* dst = w->data() + (c1 * taps * kC0 + b % taps * real) * np;
+        for (int64_t lane = 0; lane < real; ++lane, dst += np)
+          for (int64_t n = 0; n < np; ++n) dst[n] = src[n * kC0 + lane];
       }
     });
     if (version != 0) {
