@@ -171,9 +171,10 @@ class AssignUpdateVariableOp : public OpKernel {
       *var_tensor = copy;
     }
     // A real NPU would launch an elementwise kernel on the stream here.
-    auto v = var_tensor->flat<T>();
-    const auto u = value.flat<T>();
-    for (int64_t i = 0; i < v.size(); ++i) v(i) = kAdd ? T(v(i) + u(i)) : T(v(i) - u(i));
+    T* __restrict v = var_tensor->flat<T>().data();
+    const T* __restrict u = value.flat<T>().data();
+    const int64_t n = var_tensor->NumElements();
+    for (int64_t i = 0; i < n; ++i) v[i] = kAdd ? T(v[i] + u[i]) : T(v[i] - u[i]);
   }
 };
 
