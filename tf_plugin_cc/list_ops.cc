@@ -73,52 +73,56 @@ absl::Status AllocateOnHost(tensorflow::OpKernelContext* c, const tensorflow::Te
 // AddN and ZerosLike of variants (TF has them for GPUs, not for pluggable devices): the gradient
 // of a loop that reads a TensorList sums TensorLists every iteration. Each element goes through
 // TF's variant op registry, whose TensorList functions add (or zero) the list element by element.
-class VariantAddN : public tensorflow::OpKernel {
+class VariantAddN : public HostKernel {
  public:
-  using OpKernel::OpKernel;
-  void Compute(tensorflow::OpKernelContext* c) override {
-    OP_REQUIRES_OK(c, SyncComputeStream(c));
+  using HostKernel::HostKernel;
+
+ protected:
+  absl::Status ComputeOnHost(tensorflow::OpKernelContext* c) override {
     const tensorflow::Tensor& first = c->input(0);
     if (c->num_inputs() == 1) {
       c->set_output(0, first);
-      return;
+      return absl::OkStatus();
     }
     for (int j = 1; j < c->num_inputs(); ++j) {
-      OP_REQUIRES(c, c->input(j).shape() == first.shape(),
-                  Invalid("Inputs to operation ", name(), " of type ", type_string(),
-                          " must have the same size and shape.  Input 0: ",
-                          first.shape().DebugString(), " != input ", j, ": ",
-                          c->input(j).shape().DebugString()));
+      if (c->input(j).shape() != first.shape())
+        return Invalid("Inputs to operation ", name(), " of type ", type_string(),
+                       " must have the same size and shape.  Input 0: ",
+                       first.shape().DebugString(), " != input ", j, ": ",
+                       c->input(j).shape().DebugString());
     }
     tensorflow::Tensor* out = nullptr;
-    OP_REQUIRES_OK(c, AllocateOnHost(c, first.shape(), &out));
+    TF_RETURN_IF_ERROR(AllocateOnHost(c, first.shape(), &out));
     for (int64_t i = 0; i < first.NumElements(); ++i) {
       tensorflow::Variant sum = first.flat<tensorflow::Variant>()(i);
       for (int j = 1; j < c->num_inputs(); ++j) {
         tensorflow::Variant next;
-        OP_REQUIRES_OK(c, tensorflow::BinaryOpVariants<CpuDevice>(
-                              c, tensorflow::ADD_VARIANT_BINARY_OP, sum,
-                              c->input(j).flat<tensorflow::Variant>()(i), &next));
+        TF_RETURN_IF_ERROR(tensorflow::BinaryOpVariants<CpuDevice>(
+            c, tensorflow::ADD_VARIANT_BINARY_OP, sum, c->input(j).flat<tensorflow::Variant>()(i),
+            &next));
         sum = std::move(next);
       }
       out->flat<tensorflow::Variant>()(i) = std::move(sum);
     }
+    return absl::OkStatus();
   }
 };
 
-class VariantZerosLike : public tensorflow::OpKernel {
+class VariantZerosLike : public HostKernel {
  public:
-  using OpKernel::OpKernel;
-  void Compute(tensorflow::OpKernelContext* c) override {
-    OP_REQUIRES_OK(c, SyncComputeStream(c));
+  using HostKernel::HostKernel;
+
+ protected:
+  absl::Status ComputeOnHost(tensorflow::OpKernelContext* c) override {
     const tensorflow::Tensor& x = c->input(0);
     tensorflow::Tensor* out = nullptr;
-    OP_REQUIRES_OK(c, AllocateOnHost(c, x.shape(), &out));
+    TF_RETURN_IF_ERROR(AllocateOnHost(c, x.shape(), &out));
     for (int64_t i = 0; i < x.NumElements(); ++i) {
-      OP_REQUIRES_OK(c, tensorflow::UnaryOpVariant<CpuDevice>(
-                            c, tensorflow::ZEROS_LIKE_VARIANT_UNARY_OP,
-                            x.flat<tensorflow::Variant>()(i), &out->flat<tensorflow::Variant>()(i)));
+      TF_RETURN_IF_ERROR(tensorflow::UnaryOpVariant<CpuDevice>(
+          c, tensorflow::ZEROS_LIKE_VARIANT_UNARY_OP, x.flat<tensorflow::Variant>()(i),
+          &out->flat<tensorflow::Variant>()(i)));
     }
+    return absl::OkStatus();
   }
 };
 

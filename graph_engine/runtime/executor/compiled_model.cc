@@ -93,7 +93,6 @@ class Model : public CompiledModel {
     const Model* model;
     std::vector<void*> values;             // device address of every value
     std::vector<const void*> in_operands;  // per step, from Step::in_begin
-    std::vector<uint64_t> in_versions;     // the same, KernelArgs::versions
     std::vector<void*> out_operands;
     uint64_t executed = 0;
     uint64_t step = 0;                     // runs of this model before this one
@@ -135,8 +134,10 @@ class Model : public CompiledModel {
   bool cached_valid_ = false;
   std::vector<InputOwner> held_;
   std::vector<const void*> held_buffers_;
-  std::vector<uint64_t> value_versions_;    // per cached value (cache_mu_): see Run
-  uint64_t last_version_ = 1;               // 1 is every constant's
+  // KernelArgs::versions per flat input operand: 1 for constants, 0 for per-run values; a
+  // cached value's is renumbered in each run that computes it (Run, cache_mu_ held).
+  std::vector<uint64_t> operand_versions_;
+  uint64_t last_version_ = 1;
   ModelInfo info_;                          // what observers see of this model
   mutable std::atomic<uint64_t> runs_{0};   // Run calls so far: the step number of the next
 };
@@ -151,7 +152,6 @@ Status Model::Init(const ModelDef& def, int32_t device) {
   arena_bytes_ = def.arena_bytes;
   device_ = device;
   values_ = def.values;
-  value_versions_.assign(values_.size(), 0);
   output_ids_ = def.outputs;
   for (uint32_t id : def.inputs) inputs_.push_back(def.values[id].desc);
   for (uint32_t id : def.outputs) outputs_.push_back(def.values[id].desc);
@@ -198,6 +198,7 @@ Status Model::Init(const ModelDef& def, int32_t device) {
   }
 
   FindCachedInputs(def);
+  for (uint32_t id : in_ids_) operand_versions_.push_back(values_[id].kind == ValueKind::kConst ? 1 : 0);
   if (cached_bytes_ > 0) {
     // Zeroed: a (corrupt) model may read a cached value no kernel writes.
     npurtError err = npurtMalloc(device, &cached_dev_, cached_bytes_);
@@ -289,7 +290,7 @@ void Model::KeepCachedInputs(const std::vector<const void*>& inputs,
 
 Status Model::RunStep(const Step& step, RunState& s) {
   kernels::KernelArgs args{s.in_operands.data() + step.in_begin, s.out_operands.data() + step.out_begin,
-                           s.in_versions.data() + step.in_begin};
+                           s.model->operand_versions_.data() + step.in_begin};
   Status st;
   kernels::DeterministicScope deterministic(step.deterministic);
   try {
@@ -429,21 +430,18 @@ Status Model::Run(npurtStream stream, const std::vector<const void*>& inputs,
       case ValueKind::kCached: state.values[id] = static_cast<char*>(cached_dev_) + v.where; break;
     }
   }
-  // Versions (KernelArgs::versions): constants never change; a cached value changes each time
-  // its step runs, which this run's plan (cache_mu_ held) decides now.
+  for (uint32_t id : in_ids_) state.in_operands.push_back(state.values[id]);
   if (has_cached_steps_) {
+    // The cached values this run computes get new versions (the plan is made, cache_mu_ held);
+    // their readers come later in the run.
+    std::vector<uint64_t> version(values_.size(), 0);
     for (size_t i = 0; i < steps_.size(); ++i) {
-      if (!steps_[i].cached || (!state.skip.empty() && state.skip[i])) continue;
-      for (size_t o = 0; o < steps_[i].n_out; ++o) {
-        const uint32_t id = out_ids_[steps_[i].out_begin + o];
-        if (values_[id].kind == ValueKind::kCached) value_versions_[id] = ++last_version_;
-      }
+      if (!steps_[i].cached || state.skip[i]) continue;
+      for (size_t o = 0; o < steps_[i].n_out; ++o) version[out_ids_[steps_[i].out_begin + o]] = ++last_version_;
     }
-  }
-  for (uint32_t id : in_ids_) {
-    state.in_operands.push_back(state.values[id]);
-    const ValueKind kind = values_[id].kind;
-    state.in_versions.push_back(kind == ValueKind::kConst ? 1 : kind == ValueKind::kCached ? value_versions_[id] : 0);
+    for (size_t k = 0; k < in_ids_.size(); ++k)
+      if (values_[in_ids_[k]].kind == ValueKind::kCached && version[in_ids_[k]] != 0)
+        operand_versions_[k] = version[in_ids_[k]];
   }
   for (uint32_t id : out_ids_) state.out_operands.push_back(state.values[id]);
 

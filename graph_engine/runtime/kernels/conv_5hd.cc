@@ -192,7 +192,7 @@ class Conv5hdKernel : public Kernel {
                                                           int64_t taps) const {
     if (version != 0) {
       std::lock_guard<std::mutex> lock(filter_mu_);
-      if (filter_version_ == version && filter_ != nullptr) return filter_;
+      if (filter_version_ == version) return filter_;   // version != 0: filter_ is set
     }
     const FloatIn stored(dtype_, filter, blocks_k * np * kC0);
     const float* fz = stored.data();
