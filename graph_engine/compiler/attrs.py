@@ -4,6 +4,8 @@ Nodes keep TF's AttrValue protos (lossless export); ops and passes read them as 
 int, float, bool, str, DataType enum int, shape -> list of ints (-1 unknown, None unknown rank),
 tensor -> numpy array, lists of those.
 """
+import math
+
 import numpy as np
 from tensorflow.core.framework import attr_value_pb2, tensor_pb2, tensor_shape_pb2
 
@@ -23,9 +25,34 @@ def shape_proto(dims):
         dim=[tensor_shape_pb2.TensorShapeProto.Dim(size=int(d)) for d in dims])
 
 
+# The TensorProto value fields of the dtypes whose constants graphs are full of (scalars, shape
+# vectors): tensor_to_numpy reads these itself.
+_VALUE_FIELDS = {dt.DT_FLOAT: "float_val", dt.DT_INT32: "int_val", dt.DT_INT64: "int64_val",
+                 dt.DT_BOOL: "bool_val"}
+_numpy_dtypes = {}         # DataType -> the numpy dtype TF's MakeNdarray gives it
+
+
 def tensor_to_numpy(t: tensor_pb2.TensorProto):
+    """TF's MakeNdarray, with its two common cases (raw bytes; the value fields of the dtypes
+    above) done here: it costs several microseconds per call, and every Const asks."""
     from tensorflow.python.framework import tensor_util   # lazy: only for constant tensors
-    return tensor_util.MakeNdarray(t)
+    field = _VALUE_FIELDS.get(t.dtype)
+    if field is None and not t.tensor_content:
+        return tensor_util.MakeNdarray(t)
+    dtype = _numpy_dtypes.get(t.dtype)
+    if dtype is None:
+        from tensorflow.python.framework import dtypes
+        dtype = _numpy_dtypes[t.dtype] = dtypes.as_dtype(t.dtype).as_numpy_dtype
+    shape = [d.size for d in t.tensor_shape.dim]
+    if t.tensor_content:
+        return np.frombuffer(t.tensor_content, dtype=dtype).copy().reshape(shape)
+    values = np.fromiter(getattr(t, field), dtype=dtype)
+    if values.size == 0:
+        return np.zeros(shape, dtype)
+    n = math.prod(shape)
+    if values.size != n:                   # the last value repeats (as MakeNdarray pads)
+        values = np.pad(values, (0, n - values.size), "edge")
+    return values.reshape(shape)
 
 
 def numpy_to_tensor(array, dtype=None):

@@ -82,6 +82,8 @@ def _cluster_compilation(nd, shapes, opts):
 def _bind_values(body, values):
     """The cluster's last len(values) _Args (its `values` inputs: shapes, axes ... computed at
     run time) become Consts holding the values this signature was called with."""
+    if not values:
+        return
     args = body.args()
     users = body.data_consumers()
     for arg, value in zip(args[len(args) - len(values):], values):

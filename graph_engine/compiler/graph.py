@@ -52,15 +52,18 @@ class Graph:
         """Value -> [(consumer node, input position)]."""
         users = collections.defaultdict(list)
         for n in self.nodes.values():
-            for i, v in enumerate(n.inputs):
+            i = 0                        # no enumerate: every pass builds this map
+            for v in n.inputs:
                 users[v].append((n, i))
+                i += 1
         return users
 
     def control_consumers(self):
         users = collections.defaultdict(list)
         for n in self.nodes.values():
-            for c in n.control_inputs:
-                users[c].append(n)
+            if n.control_inputs:
+                for c in n.control_inputs:
+                    users[c].append(n)
         return users
 
     def replace_uses(self, old, new, users=None):
@@ -108,14 +111,14 @@ def _producers_first(nodes, producers):
     """Does every node of `nodes` come after the nodes it depends on?"""
     seen = set()
     if producers is _producers:
+        add = seen.add
         for n in nodes:
             for v in n.inputs:
                 if v.node not in seen:
                     return False
-            for p in n.control_inputs:
-                if p not in seen:
-                    return False
-            seen.add(n)
+            if n.control_inputs and not seen.issuperset(n.control_inputs):
+                return False
+            add(n)
         return True
     for n in nodes:
         if any(p not in seen for p in producers(n)):
@@ -132,22 +135,33 @@ def topo_sort(nodes, producers):
     # (every pass sorts, so the IR's own edges are read without building lists).
     if _producers_first(nodes, producers):
         return list(nodes)
+    # Kahn's algorithm over positions: successors and pending counts indexed by position.
     position = {n: i for i, n in enumerate(nodes)}
-    pending, succ = {}, collections.defaultdict(list)
-    for n in nodes:
-        preds = set(producers(n))
-        pending[n] = len(preds)
+    pending, succ, heap = [0] * len(nodes), [[] for _ in nodes], []
+    ir_edges = producers is _producers
+    for i, n in enumerate(nodes):
+        if ir_edges:
+            preds = {v.node for v in n.inputs}
+            if n.control_inputs:
+                preds.update(n.control_inputs)
+        else:
+            preds = set(producers(n))
+        pending[i] = len(preds)
+        if not preds:
+            heap.append(i)                  # ascending: a heap already
         for p in preds:
-            succ[p].append(n)
-    heap = [i for i, n in enumerate(nodes) if pending[n] == 0]   # sorted: a heap already
+            j = position.get(p)
+            if j is not None:               # a producer outside `nodes` never becomes ready
+                succ[j].append(i)
     order = []
+    pop, push = heapq.heappop, heapq.heappush
     while heap:
-        n = nodes[heapq.heappop(heap)]
-        order.append(n)
-        for s in succ[n]:
-            pending[s] -= 1
-            if pending[s] == 0:
-                heapq.heappush(heap, position[s])
+        i = pop(heap)
+        order.append(nodes[i])
+        for j in succ[i]:
+            pending[j] -= 1
+            if pending[j] == 0:
+                push(heap, j)
     if len(order) != len(nodes):
-        raise CycleError(sorted(n.name for n, k in pending.items() if k > 0)[:5])
+        raise CycleError(sorted(n.name for n, k in zip(nodes, pending) if k > 0)[:5])
     return order

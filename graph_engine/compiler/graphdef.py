@@ -26,9 +26,9 @@ def parse_input(ref):
 
 
 def _extras(nd):
-    fields = [f for f in _EXTRA_FIELDS if nd.HasField(f)]
-    if not fields:
+    if not any(map(nd.HasField, _EXTRA_FIELDS)):      # most nodes: no list, no copy
         return None
+    fields = [f for f in _EXTRA_FIELDS if nd.HasField(f)]
     extra = node_def_pb2.NodeDef()
     for f in fields:
         getattr(extra, f).CopyFrom(getattr(nd, f))
@@ -38,8 +38,10 @@ def _extras(nd):
 def node_from_def(nd, library=None):
     """A Node for NodeDef `nd`, inputs not yet connected."""
     sig = signature(nd.op, nd.attr, library)
-    return Node(nd.name, nd.op, device=nd.device, attrs=nd.attr,    # Node copies the map
+    node = Node(nd.name, nd.op, device=nd.device, attrs=nd.attr,    # Node copies the map
                 output_dtypes=sig.output_dtypes if sig else (), extras=_extras(nd))
+    node.source = (nd, dict(node.attrs))
+    return node
 
 
 def import_graph_def(graph_def) -> Graph:
@@ -53,10 +55,10 @@ def import_graph_def(graph_def) -> Graph:
     library = graph_def.library if graph_def.HasField("library") else None
     g = Graph(library=library, versions=graph_def.versions if graph_def.HasField("versions")
               else None)
-    for nd in graph_def.node:
-        g.add(node_from_def(nd, library))
-    for nd in graph_def.node:
-        connect_inputs(g, g[nd.name], nd.input)
+    defs = list(graph_def.node)
+    nodes = [g.add(node_from_def(nd, library)) for nd in defs]
+    for node, nd in zip(nodes, defs):
+        connect_inputs(g, node, nd.input)
     for node in g.nodes.values():
         for v in node.outputs:
             v.origin = f"{node.name}:{v.index}"
@@ -64,9 +66,15 @@ def import_graph_def(graph_def) -> Graph:
 
 
 def connect_inputs(g, node, refs):
+    nodes = g.nodes
     for ref in refs:
+        if ":" not in ref and ref[:1] != "^":       # "x", output 0: most inputs, parsed here
+            producer = nodes.get(ref)
+            if producer is not None and producer.outputs:
+                node.inputs.append(producer.outputs[0])
+                continue
         name, index = parse_input(ref)
-        producer = g.nodes.get(name)
+        producer = nodes.get(name)
         if producer is None:
             raise CompileError(f"input {ref!r} names no node of the graph", node.name, node.op)
         if index < 0:
@@ -77,19 +85,33 @@ def connect_inputs(g, node, refs):
         node.inputs.append(producer.outputs[index])
 
 
-def node_to_def(node) -> node_def_pb2.NodeDef:
-    nd = node_def_pb2.NodeDef(name=node.name, op=node.op, device=node.device)
-    nd.input.extend([v.ref for v in node.inputs] + ["^" + c.name for c in node.control_inputs])
-    for k, v in node.attrs.items():
-        nd.attr[k].CopyFrom(v)
-    if node.extras is not None:
-        nd.MergeFrom(node.extras)
+def input_refs(node):
+    """The NodeDef input strings of `node`: data inputs, then "^control" inputs."""
+    return [v.ref for v in node.inputs] + ["^" + c.name for c in node.control_inputs]
+
+
+def write_node_def(nd, node, inputs, device):
+    """Writes `node` into the empty NodeDef `nd` (say, a new element of a GraphDef's node list:
+    no copy of a finished NodeDef), with input strings `inputs` on `device`."""
+    if node.source is not None and node.attrs == node.source[1]:
+        # Attrs (the same protos) and extras as imported: one copy of the NodeDef instead of
+        # one per attr. (dict == compares identical values without comparing the protos.)
+        nd.CopyFrom(node.source[0])
+        del nd.input[:]
+    else:
+        for k, v in node.attrs.items():
+            nd.attr[k].CopyFrom(v)
+        if node.extras is not None:
+            nd.MergeFrom(node.extras)
+    nd.name, nd.op, nd.device = node.name, node.op, device
+    nd.input.extend(inputs)
     return nd
 
 
 def export_graph_def(g: Graph) -> graph_pb2.GraphDef:
     gd = graph_pb2.GraphDef()
-    gd.node.extend(node_to_def(n) for n in g.nodes.values())
+    for n in g.nodes.values():
+        write_node_def(gd.node.add(), n, input_refs(n), n.device)
     if g.library is not None:
         gd.library.CopyFrom(g.library)
     if g.versions is not None:

@@ -41,7 +41,9 @@ def tf_attrs(node):
     attr being present), as kernel values."""
     od = op_def(node.op)
     values = dict(attr_defaults(od)) if od is not None else {}
-    values.update((k, node.attr(k)) for k in node.attrs)
+    for k, av in node.attrs.items():
+        # "_" attrs are dropped below whatever their value: not converted (a tensor costs)
+        values[k] = None if k.startswith("_") else attr_util.to_python(av)
     out = {}
     for k, v in values.items():
         v = None if k.startswith("_") else _kernel_value(v)

@@ -43,10 +43,12 @@ def hand_on_origin(old, new):
 
 
 class Node:
+    source = None          # (NodeDef, its attrs dict) when imported: export copies it whole
+
     def __init__(self, name, op, *, device="", attrs=None, inputs=(), control_inputs=(),
                  output_dtypes=(), extras=None):
         self.name, self.op, self.device = name, op, device
-        self.attrs = dict(attrs or {})            # name -> AttrValue proto
+        self.attrs = dict(attrs) if attrs else {}  # name -> AttrValue proto
         self.inputs = list(inputs)                # Values
         self.control_inputs = list(control_inputs)  # Nodes
         self.outputs = [Value(self, i, t) for i, t in enumerate(output_dtypes)]
@@ -59,8 +61,11 @@ class Node:
     def set_attr(self, name, value=None, **kind):
         self.attrs[name] = attr_util.make(value, **kind)
 
-    def python_attrs(self):
-        return {k: attr_util.to_python(v) for k, v in self.attrs.items()}
+    def python_attrs(self, names=None):
+        """The attrs as Python values; only those of `names` (the ones present) if given."""
+        if names is None:
+            return {k: attr_util.to_python(v) for k, v in self.attrs.items()}
+        return {k: attr_util.to_python(self.attrs[k]) for k in names if k in self.attrs}
 
     def __repr__(self):
         return f"Node({self.name!r}, {self.op}, in={[v.ref for v in self.inputs]})"

@@ -7,6 +7,8 @@ the compile options `fusion_switch_file` (checked against this pipeline's passes
 `enable_graph_kernel` and the other pass_manager.OPTION_SWITCHES, and `dump_graph_path` (the
 graph as text and Graphviz dot before the first pass and after each one, see dump.py).
 """
+import itertools
+import operator
 import time
 
 from graph_engine.compiler import dump, serialize
@@ -87,11 +89,15 @@ def switches_of(options):
         raise CompileError(f"compile option fusion_switch_file: {e}") from None
 
 
+_node_of, _inputs_of = operator.attrgetter("node"), operator.attrgetter("inputs")
+
+
 def _check_graph(c, name):
     """A pass must not leave inputs pointing at removed nodes: catch it where it happens."""
     nodes = c.graph.nodes
     live = set(nodes.values())
-    if {v.node for n in live for v in n.inputs} <= live:     # one set operation per pass
+    # One set operation per pass, over iterators that run in C.
+    if live.issuperset(map(_node_of, itertools.chain.from_iterable(map(_inputs_of, live)))):
         return
     for n in nodes.values():
         for v in n.inputs:

@@ -4,6 +4,7 @@ calls, the graph's function library."""
 import dataclasses
 
 from tensorflow.core.framework import op_def_pb2, types_pb2
+from tensorflow.python.framework import op_def_registry
 
 from graph_engine.compiler import attrs as attr_util
 
@@ -36,7 +37,6 @@ def npu_graph_op_def():
 
 def op_def(op_type, library=None):
     """The OpDef of `op_type`: TF's registry, else a function of `library`, else None."""
-    from tensorflow.python.framework import op_def_registry
     found = op_def_registry.get(op_type)
     if found is None and op_type == "NpuGraphOp":
         return npu_graph_op_def()
@@ -103,11 +103,10 @@ def signature(op_type, attrs, library=None):
     """The Signature of a node with `op_type` and `attrs` (AttrValue protos), or None when the
     op is unknown to this process. Shared between nodes of the same op and arg attrs (every
     node of a graph asks, some several times): callers must not modify it."""
-    from tensorflow.python.framework import op_def_registry
     registered = op_def_registry.get(op_type)
     if registered is not None:          # a function library's OpDefs differ from graph to graph
-        key = (op_type,) + tuple(attrs[n].SerializeToString() if n in attrs else None
-                                 for n in _arg_attrs(op_type, registered))
+        key = (op_type, *[attrs[n].SerializeToString() if n in attrs else None
+                          for n in _arg_attrs(op_type, registered)])
         sig = _signatures.get(key)
         if sig is None:
             if len(_signatures) > 65536:    # list(type) attrs could vary without bound

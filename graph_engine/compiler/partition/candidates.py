@@ -52,7 +52,7 @@ def unsupported_reason(node):
     if op is None or op.internal:
         return f"op {node.op} has no NPU implementation"
     if node.op != "Const":
-        reason = op.unsupported_dtype(node.python_attrs())
+        reason = op.unsupported_dtype(node.python_attrs(op.type_attrs))
         if reason:
             return reason
     for v in node.outputs:

@@ -39,13 +39,12 @@ def form_clusters(topo, clusterable, ctx, cloned=frozenset()):
     index = {n: i for i, n in enumerate(topo)}
 
     def direct_preds(n):
-        for p, _ in dag.predecessors(n):
-            if n in clusterable and p in cloned:
-                yield from (q for q, _ in dag.predecessors(p))
-            else:
-                yield p
+        preds = dag.producers(n)
+        if n in clusterable and any(p in cloned for p in preds):
+            return [q for p in preds for q in (dag.producers(p) if p in cloned else (p,))]
+        return preds
 
-    pred_lists = {n: list(direct_preds(n)) for n in topo}     # read once per round below
+    pred_lists = {n: direct_preds(n) for n in topo}     # read once per round below
     preds = pred_lists.__getitem__
 
     frames = _frames(topo, ctx)             # frame -> virtual node index (after the nodes)
@@ -62,9 +61,12 @@ def form_clusters(topo, clusterable, ctx, cloned=frozenset()):
             i = rep[i]
         return i
 
+    # Nodes may share a cluster when both are clusterable, on one device, in one context.
+    kind = {n: (n.device, ctx[n]) for n in clusterable if ctx[n] is not None}
+
     def compatible(a, b):
-        return (a in clusterable and b in clusterable and a.device == b.device
-                and ctx[a] is not None and ctx[a] == ctx[b])
+        k = kind.get(a)
+        return k is not None and k == kind.get(b)
 
     for _ in range(MAX_ROUNDS):
         merged = False

@@ -26,14 +26,15 @@ class GraphCycles:
             return True
         self.out[x].add(y)
         self.inn[y].add(x)
-        if self.rank[x] < self.rank[y]:
+        rank = self.rank
+        if rank[x] < rank[y]:
             return True
-        forward = self._search(y, self.out, lambda n: self.rank[n] < self.rank[x], stop=x)
+        forward = self._search(y, self.out, -1, rank[x], stop=x)
         if forward is None:
             self.out[x].discard(y)
             self.inn[y].discard(x)
             return False
-        backward = self._search(x, self.inn, lambda n: self.rank[n] > self.rank[y])
+        backward = self._search(x, self.inn, rank[y], len(rank))
         self._reorder(backward, forward)
         return True
 
@@ -64,22 +65,35 @@ class GraphCycles:
     def _move_edges(self, b, a):
         # Cannot close a cycle: that would need a path between a and b besides the contracted
         # edge, which the callers ruled out.
-        for p in list(self.inn[b]):
-            self.remove_edge(p, b)
-            self.add_edge(p, a)
-        for s in list(self.out[b]):
-            self.remove_edge(b, s)
-            self.add_edge(a, s)
+        out, inn, rank = self.out, self.inn, self.rank
+        for p in list(inn[b]):
+            out[p].discard(b)
+            inn[b].discard(p)
+            if p != a and a not in out[p] and rank[p] < rank[a]:
+                out[p].add(a)                   # add_edge's case without a search, inline
+                inn[a].add(p)
+            else:
+                self.add_edge(p, a)
+        for s in list(out[b]):
+            out[b].discard(s)
+            inn[s].discard(b)
+            if s != a and s not in out[a] and rank[a] < rank[s]:
+                out[a].add(s)
+                inn[s].add(a)
+            else:
+                self.add_edge(a, s)
 
-    def _search(self, start, edges, within, stop=None):
-        """Nodes reachable from `start` through nodes satisfying `within`; None if `stop` is."""
+    def _search(self, start, edges, low, high, stop=None):
+        """Nodes reachable from `start` through nodes ranked strictly between `low` and `high`;
+        None if `stop` is."""
+        rank = self.rank
         seen, stack = {start}, [start]
         while stack:
             n = stack.pop()
             for m in edges[n]:
                 if m == stop:
                     return None
-                if m not in seen and within(m):
+                if m not in seen and low < rank[m] < high:
                     seen.add(m)
                     stack.append(m)
         return seen

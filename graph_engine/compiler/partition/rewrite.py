@@ -19,7 +19,7 @@ from tensorflow.core.framework import graph_pb2, types_pb2
 from graph_engine import ops
 from graph_engine.compiler import attrs as attr_util
 from graph_engine.compiler.graph import unique_name
-from graph_engine.compiler.graphdef import node_to_def
+from graph_engine.compiler.graphdef import write_node_def
 from graph_engine.compiler.kernel_attrs import split_inputs
 from graph_engine.compiler.node import Node
 from graph_engine.compiler.partition.candidates import device_type
@@ -116,28 +116,19 @@ def cluster_body(g, members, outputs, cloneable=frozenset(), inputs=None, host_m
     for v in inputs if inputs is not None else values:   # named first (see the loop below)
         args[v] = reserve(f"_arg_{len(args)}")
 
-    member_defs = []
+    member_inputs = []                        # NodeDef input strings per member
     for n in members:
-        nd = node_to_def(n)
-        nd.device = ""
-        del nd.input[:]
-        for v in n.inputs:
-            if v.node in member_set or v.node in cloneable:
-                nd.input.append(v.ref)
-            else:
-                nd.input.append(arg_for(v))
+        refs = [v.ref if v.node in member_set or v.node in cloneable else arg_for(v)
+                for v in n.inputs]
         for p in n.control_inputs:
             if p in member_set:
-                nd.input.append("^" + p.name)
+                refs.append("^" + p.name)
             elif p not in controls:
                 controls.append(p)
-        member_defs.append(nd)
-    for const in clones:
-        cd = node_to_def(const)
-        cd.device = ""
-        del cd.input[:]                       # its control inputs move to the cluster node
+        member_inputs.append(refs)
+    for const in clones:                      # its control inputs move to the cluster node
+        write_node_def(body.node.add(), const, [], "")
         controls.extend(p for p in const.control_inputs if p not in controls)
-        body.node.append(cd)
     if inputs is not None:
         arg_values = list(inputs)
     else:
@@ -149,7 +140,8 @@ def cluster_body(g, members, outputs, cloneable=frozenset(), inputs=None, host_m
         a = body.node.add(name=args[v], op="_Arg")
         a.attr["T"].CopyFrom(attr_util.make(type=v.dtype))
         a.attr["index"].CopyFrom(attr_util.make(i))
-    body.node.extend(member_defs)
+    for n, refs in zip(members, member_inputs):
+        write_node_def(body.node.add(), n, refs, "")
     for i, v in enumerate(outputs):
         r = body.node.add(name=reserve(f"_retval_{i}"), op="_Retval",
                           input=[args[v] if v in args else v.ref])

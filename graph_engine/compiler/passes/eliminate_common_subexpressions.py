@@ -38,14 +38,21 @@ def _attrs_key(node):
 def run(c):
     g = c.graph
     users, control_users = g.data_consumers(), g.control_consumers()
+    # Keyed in two steps: the attrs (serialized, costly) only of nodes that match another node
+    # in everything else. seen: that key -> its only node so far, or {attrs key: first node}.
     seen, stateful, merged = {}, {}, 0
     for node in g.topo_order():
         if node.op in NEVER or _stateful(node.op, g.library, stateful):
             continue
         key = (node.op, node.device, tuple((v.node.name, v.index) for v in node.inputs),
                tuple(sorted(p.name for p in node.control_inputs)),
-               tuple((v.dtype, v.format) for v in node.outputs), _attrs_key(node))
-        first = seen.setdefault(key, node)
+               tuple((v.dtype, v.format) for v in node.outputs))
+        same = seen.setdefault(key, node)
+        if same is node:
+            continue
+        if not isinstance(same, dict):
+            same = seen[key] = {_attrs_key(same): same}
+        first = same.setdefault(_attrs_key(node), node)
         if first is node:
             continue
         # Inputs were rewritten before this node was keyed (topological order), so chains of

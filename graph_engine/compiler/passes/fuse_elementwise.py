@@ -70,8 +70,9 @@ def _scalar_const(v):
             and v.dtype in VALUE_DTYPES)
 
 
-def form_groups(g):
-    """Lists of nodes (topological order) to fuse, each of two or more nodes."""
+def form_groups(g, users):
+    """Lists of nodes (topological order) to fuse, each of two or more nodes; `users`: the
+    graph's data consumers."""
     order = g.topo_order()
     group_of = {}            # node -> group id
     members, masks, ext = {}, {}, {}   # group id -> nodes, bit mask of merged ids, outside preds
@@ -114,7 +115,7 @@ def form_groups(g):
             ext[gid] = {x for x in ext[gid] | preds if group_of.get(x) != gid and x is not n}
         group_of[n] = gid
     position = {n: i for i, n in enumerate(order)}
-    groups = _merge_uniform(g, [sorted(ms, key=position.get) for ms in members.values()])
+    groups = _merge_uniform(users, [sorted(ms, key=position.get) for ms in members.values()])
     groups = _merge_siblings(g, order, groups)
     groups = [sorted(ms, key=position.get) for ms in groups if len(ms) > 1]
     return _break_cycles(order, groups)
@@ -124,13 +125,12 @@ def _uniform(group):
     return all(_one_element(n.outputs[0]) for n in group)
 
 
-def _merge_uniform(g, groups):
+def _merge_uniform(users, groups):
     """Folds a group whose values are single elements (an optimizer's step-dependent scalars)
     into the one group that reads them when nothing else does: the kernel computes such
     instructions once per run, and one kernel launch goes away. Nothing outside reads the
     folded group, so no cycle can form; a group read by two groups (or by anything else) stays
     its own kernel rather than being computed twice."""
-    users = g.data_consumers()
     group_of = {n: i for i, ms in enumerate(groups) for n in ms}
     for i in range(len(groups)):      # group_of follows each fold: chains fold transitively
         ms = groups[i]
@@ -166,6 +166,7 @@ def _merge_siblings(g, order, groups):
             succ[p].add(n)
     group_of = {n: i for i, ms in enumerate(groups) for n in ms}
     position = {n: i for i, n in enumerate(order)}
+    shapes = [_shape(ms) for ms in groups]          # kept up to date below, not rescanned
 
     def reaches(src, dst):
         # `order` is topological: a bounded search from both ends (one-sided and unbounded, it
@@ -177,7 +178,7 @@ def _merge_siblings(g, order, groups):
             if v.node.op == "Const" or v.shape is None:
                 continue
             readers = sorted({group_of[u] for u in succ[n] if u in group_of and v in u.inputs})
-            readers = [i for i in readers if _shape(groups[i]) == v.shape]
+            readers = [i for i in readers if shapes[i] == v.shape]
             base = readers[0] if readers else None
             for other in readers[1:]:
                 if other == base or reaches(base, other) or reaches(other, base):
@@ -186,6 +187,7 @@ def _merge_siblings(g, order, groups):
                     group_of[m] = base
                 groups[base] = groups[base] + groups[other]
                 groups[other] = []
+                shapes[base] = _shape(groups[base])
     return [ms for ms in groups if ms]
 
 
@@ -261,8 +263,8 @@ def fuse(g, nodes, users):
 
 def run(c):
     g = c.graph
-    groups = form_groups(g)
     users = g.data_consumers()
+    groups = form_groups(g, users)
     fused_nodes = {n for ms in groups for n in ms}
     for n in g:
         if n.control_inputs:

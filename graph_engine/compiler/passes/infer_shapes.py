@@ -82,7 +82,7 @@ def infer_node(node, c):
     op = ops.get(node.op)
     if op is None:
         raise UnsupportedError(f"op {node.op} has no NPU implementation", node.name, node.op)
-    reason = op.unsupported_dtype(node.python_attrs())
+    reason = op.unsupported_dtype(node.python_attrs(op.type_attrs))
     if reason:
         raise UnsupportedError(reason, node.name, node.op)
     for v in node.inputs:
