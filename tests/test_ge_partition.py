@@ -323,6 +323,56 @@ def test_int32_lists_move_to_the_cpu_with_their_plumbing():
     check_runs_like_tf(gd, out, {"x": R.standard_normal((4, 3)).astype(np.float32)}, ["out:0"])
 
 
+def test_int32_accumulators_stay_on_the_npu_with_host_memory_elements():
+    """An int32 list only pushed to and popped from (a loop gradient's accumulator of the time
+    step) stays on the NPU: its pushes take the element in host memory and its pops give it
+    back there, so no copy and no CPU share of either loop; the values come back in order."""
+    def build():
+        x = tf.compat.v1.placeholder(tf.float32, [4, 3], name="x")
+        steps = tf.raw_ops.EmptyTensorList(element_shape=tf.constant([], tf.int32),
+                                           max_num_elements=-1, element_dtype=tf.int32,
+                                           name="steps")
+
+        def forward(i, s, h):
+            s = tf.raw_ops.TensorListPushBack(input_handle=s, tensor=i * 3, name="push")
+            return i + 1, s, h + x[i]
+        _, s, h = tf.while_loop(lambda i, s, h: i < 4, forward,
+                                (tf.constant(0), steps, tf.zeros([3])), name="fwd")
+
+        def backward(j, s, acc):
+            s, t = tf.raw_ops.TensorListPopBack(input_handle=s, element_shape=tf.constant(
+                [], tf.int32), element_dtype=tf.int32, name="pop")
+            return j + 1, s, acc * 2.0 + tf.cast(tf.reshape(t, []), tf.float32) * h
+        _, _, acc = tf.while_loop(lambda j, s, acc: j < 4, backward,
+                                  (tf.constant(0), s, tf.zeros([3])), name="bwd")
+        tf.identity(acc, name="out")
+    gd = _lowered(build)
+    out = graph_pb2.GraphDef.FromString(
+        partition_graph(place(gd, fetches=["out"]).SerializeToString()))
+    nodes = {n.name: n for n in out.node}
+    assert not [n.name for n in out.node if n.device == CPU]
+    assert list(nodes["fwd/push"].attr["_input_hostmem"].list.i) == [1]
+    assert list(nodes["bwd/pop"].attr["_output_hostmem"].list.i) == [1]
+    check_runs_like_tf(gd, out, {"x": R.standard_normal((4, 3)).astype(np.float32)}, ["out:0"])
+
+
+def test_pass_through_with_int32_arithmetic_is_left_to_tf():
+    """A loop value passed on unchanged (an Identity) next to the loop's int32 counter forms no
+    cluster of its own: there is nothing for a launch to compute."""
+    def build():
+        x = tf.compat.v1.placeholder(tf.float32, [3, 3], name="x")
+        _, kept = tf.while_loop(lambda i, k: i < 5,
+                                lambda i, k: (i + 1, tf.identity(k, name="keep")),
+                                (tf.constant(0), x * 2.0), name="loop")
+        tf.identity(tf.tanh(kept @ x), name="out")
+    gd = _lowered(build)
+    part, report = partition(gd, ["out"])
+    host = {n.node for n in report.nodes if n.reason == HOST_REASON}
+    assert {"loop/keep", "loop/add"} <= host, host
+    check_runs_like_tf(gd, part, {"x": R.standard_normal((3, 3)).astype(np.float32) / 3},
+                       ["out:0"])
+
+
 def test_plumbing_of_a_cpu_only_list_moves_to_the_cpu():
     """A list made and read on the CPU (as TF places bool lists without NPU kernels) keeps its
     loop plumbing on the CPU too, so it never crosses devices per iteration; a float list read

@@ -15,6 +15,7 @@ its model cache on it, npu_device's bridge its compile events, signature counts 
 import dataclasses
 import hashlib
 
+from graph_engine import ops
 from graph_engine.compiler import gc_pause, reports
 from graph_engine.ops.errors import CompileError
 from graph_engine.compiler.graphdef import export_graph_def, import_graph_def
@@ -25,7 +26,7 @@ from graph_engine.compiler.partition.contexts import MIXED, control_contexts
 
 TRIVIAL_REASON = "its cluster would only hold ops that compute nothing; not worth a launch"
 HOST_REASON = ("its cluster would only hold int32 arithmetic that TF runs in host memory "
-               "itself; cheaper than a launch")
+               "itself and ops that compute nothing; cheaper than a launch")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,7 +74,7 @@ def partition(g, opts=None):
         reasons.update(dict.fromkeys(members, TRIVIAL_REASON))
     kept = []
     for members in clusters:        # e.g. a loop's counter and condition, every iteration
-        if all(map(candidates.runs_on_host_in_tf, members)):
+        if all(ops.get(n.op).trivial or candidates.runs_on_host_in_tf(n) for n in members):
             reasons.update(dict.fromkeys(members, HOST_REASON))
         else:
             kept.append(members)
