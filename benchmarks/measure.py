@@ -15,7 +15,10 @@ What each number is (docs/benchmarks.md has the long form):
     = the nodes of the step's post-Grappler partition graphs (TF's RunMetadata of the step's
     first call), both without _Arg/_Retval/NoOp plumbing.
   * step time = median wall time of N warm steps (output fetched to the host each step), on each
-    device; ratio = CPU time / NPU time (> 1: the simulated NPU is faster).
+    device, after the same warm-up on each (WARMUP_STEPS steps and at least WARMUP_SECONDS:
+    on a 2-vCPU VM, the first ~20 steps of a small model ran up to 2x slower, as if on one
+    core, on both devices), NPU and CPU timed in alternating rounds (ROUNDS); ratio = CPU
+    time / NPU time (> 1: the simulated NPU is faster).
   * XLA = the same step as tf.function(jit_compile=True) on TF's CPU (a third model built from
     the same initial weights, the same inputs): a stronger CPU reference; xla_over_npu = XLA time
     / NPU time (> 1: the NPU is faster than XLA too). Its first call (XLA's compile) is kept as
@@ -28,6 +31,7 @@ import time
 import numpy as np
 
 NPU, CPU = "/device:NPU:0", "/device:CPU:0"
+WARMUP_STEPS, WARMUP_SECONDS, ROUNDS = 20, 0.5, 5
 PLUMBING = {"_Arg", "_Retval", "_DeviceArg", "_DeviceRetval", "NoOp"}
 MODES = ("train", "infer")
 
@@ -100,16 +104,35 @@ def _first_call(fn, args, dev, record_graphs, jit_compile=False):
     return f, seconds, reports, ops
 
 
-def _median_step(f, args, dev, steps):
+def _warm_up(f, args, dev):
     import tensorflow as tf
-    times = []
     with tf.device(dev):
-        np.asarray(f(*args))                      # one warm-up step
-        for _ in range(steps):
-            start = time.perf_counter()
+        start, done = time.perf_counter(), 0
+        while done < WARMUP_STEPS or time.perf_counter() - start < WARMUP_SECONDS:
             np.asarray(f(*args))
-            times.append(time.perf_counter() - start)
-    return statistics.median(times)
+            done += 1
+
+
+def _median_steps(runs, steps, rounds=ROUNDS):
+    """Median step seconds of each (f, args, dev) in `runs`, each warmed up, then timed in
+    `rounds` alternating rounds of about steps/rounds steps, each round after one untimed step
+    (the other device's round left its caches and threads behind): a machine whose speed
+    drifts (another process, CPU frequency) shifts every device alike instead of the one timed
+    then."""
+    import tensorflow as tf
+    for f, args, dev in runs:
+        _warm_up(f, args, dev)
+    times = [[] for _ in runs]
+    per_round = max(1, -(-steps // rounds))
+    for _ in range(rounds):
+        for (f, args, dev), out in zip(runs, times):
+            with tf.device(dev):
+                np.asarray(f(*args))
+                for _ in range(per_round):
+                    start = time.perf_counter()
+                    np.asarray(f(*args))
+                    out.append(time.perf_counter() - start)
+    return [statistics.median(t) for t in times]
 
 
 def _nodes_after(log):
@@ -156,7 +179,7 @@ def _measure_xla(workload, mode, weights, args, steps, row):
         row["xla_error"] = " ".join(f"{type(e).__name__}: {e}".split())[:300]
         return
     row["xla_first_call_seconds"] = first_s
-    row["xla_step_seconds"] = _median_step(f, args, CPU, steps)
+    row["xla_step_seconds"], = _median_steps([(f, args, CPU)], steps)
     row["xla_over_npu"] = row["xla_step_seconds"] / row["npu_step_seconds"]
 
 
@@ -193,11 +216,10 @@ def measure(workload, mode, steps, xla=True):
     row["npu_models_per_step"] = after["models_run"] - before["models_run"]
     row["npu_tf_ops_outside_clusters"] = sum(c for op, c in npu_ops.items() if op != "NpuGraphOp")
     row["npu_launches_per_step"] = row["npu_kernels_per_step"] + row["npu_tf_ops_outside_clusters"]
-    row["npu_step_seconds"] = _median_step(f_npu, args[NPU], NPU, steps)
-
     f_cpu, _, _, cpu_ops = _first_call(fns[CPU], args[CPU], CPU, record_graphs=True)
     row["cpu_tf_ops_per_step"] = sum(cpu_ops.values())
-    row["cpu_step_seconds"] = _median_step(f_cpu, args[CPU], CPU, steps)
+    row["npu_step_seconds"], row["cpu_step_seconds"] = _median_steps(
+        [(f_npu, args[NPU], NPU), (f_cpu, args[CPU], CPU)], steps)
     row["launches_over_cpu_ops"] = row["npu_launches_per_step"] / max(1, row["cpu_tf_ops_per_step"])
     row["speed_ratio"] = row["cpu_step_seconds"] / row["npu_step_seconds"]
     if xla:

@@ -23,9 +23,16 @@ namespace {
 constexpr int64_t kMinParallelCost = 1 << 15;
 
 // How long an idle worker polls for the next job before it sleeps. A model runs its kernels
-// back to back: a worker that is still awake takes the next one at once, where waking a sleeper
-// costs a futex call and a context switch per kernel. Polling yields the core to anything else.
-constexpr auto kSpin = std::chrono::microseconds(100);
+// back to back, and a training step its models a few hundred microseconds apart: a worker that
+// is still awake takes the next job at once, where a sleeper is woken by a futex call and, on
+// a VM whose idle vCPU has halted, often only after the caller has run every chunk itself (a
+// small CNN's steps ran at one thread's speed, 2x slower, until the guest kept that vCPU
+// awake; with 100 us here, for its first ~20 steps and again after any pause). Polling yields
+// the core to anything else that is runnable.
+constexpr auto kIdleSpin = std::chrono::milliseconds(2);
+// How long a caller that ran out of chunks polls for the stragglers before it sleeps: they are
+// usually a few microseconds away.
+constexpr auto kStragglerSpin = std::chrono::microseconds(100);
 
 thread_local bool t_in_parallel_range = false;
 thread_local bool t_deterministic = false;
@@ -109,7 +116,7 @@ class Pool {
     }
     // Stragglers are usually a few microseconds away: poll before sleeping, since a futex
     // wake-up costs more than that. Taking mu afterwards waits out the last worker's unlock.
-    const auto until = std::chrono::steady_clock::now() + kSpin;
+    const auto until = std::chrono::steady_clock::now() + kStragglerSpin;
     while (job->done.load(std::memory_order_acquire) < job->chunks &&
            std::chrono::steady_clock::now() < until)
       std::this_thread::yield();
@@ -139,7 +146,7 @@ class Pool {
   void Work() {
     FlushDenormalsScope flush;
     for (;;) {
-      const auto until = std::chrono::steady_clock::now() + kSpin;
+      const auto until = std::chrono::steady_clock::now() + kIdleSpin;
       while (queued_.load(std::memory_order_relaxed) == 0 &&
              std::chrono::steady_clock::now() < until)
         std::this_thread::yield();
