@@ -279,6 +279,44 @@ def test_int32_arithmetic_alone_is_left_to_tf_host_kernels():
                                   "n": np.int32(2)}, ["out:0"])
 
 
+def test_loop_condition_logic_runs_in_host_memory():
+    """A loop condition joining int32 comparisons with LogicalAnd (maximum_iterations) forms no
+    cluster: the LogicalAnd becomes NpuHostLogicalAnd, the plugin's host-memory form, next to
+    TF's host kernels for the comparisons. A LogicalAnd of float comparisons stays clustered."""
+    def build():
+        x = tf.compat.v1.placeholder(tf.float32, [3, 3], name="x")
+        n = tf.compat.v1.placeholder(tf.int32, [], name="n")
+        _, r = tf.while_loop(lambda i, v: i < n, lambda i, v: (i + 1, tf.tanh(v @ x)),
+                             (tf.constant(0), x), maximum_iterations=4, name="loop")
+        both = tf.logical_and(r > 0.0, x < 0.5, name="both")
+        tf.identity(tf.where(both, r, -r), name="out")
+    gd = _lowered(build)
+    part, report = partition(gd, ["out"])
+    host_logic = [n for n in part.node if n.op == "NpuHostLogicalAnd"]
+    assert [n.name for n in host_logic] == ["loop/LogicalAnd"], [n.op for n in part.node]
+    assert {r.reason for r in report.nodes if r.node == "loop/LogicalAnd"} == {HOST_REASON}
+    clustered = set().union(*(members(c) for c in clusters(part)))
+    assert "both" in clustered and not any("LogicalAnd" in m for m in clustered - {"both"})
+    for n_value in (2, 7):                      # the loop ends on its condition, then on the cap
+        check_runs_like_tf(gd, part, {"x": R.standard_normal((3, 3)).astype(np.float32) / 3,
+                                      "n": np.int32(n_value)}, ["out:0"])
+
+
+def test_host_logical_ops_broadcast_like_tf():
+    """NpuHostLogicalAnd/Or compute (TF's CPU kernels, broadcasting included) on the NPU."""
+    a = R.random((2, 1, 3)) > 0.5
+    b = R.random((4, 1)) > 0.5
+    with tf.Graph().as_default() as g:
+        with tf.device(NPU):
+            x, y = tf.constant(a), tf.constant(b)
+            got = [g._create_op_internal(op, [x, y], dtypes=[tf.bool]).outputs[0]
+                   for op in ("NpuHostLogicalAnd", "NpuHostLogicalOr")]
+        with tf.compat.v1.Session(graph=g) as sess:
+            got_and, got_or = sess.run(got)
+    np.testing.assert_array_equal(got_and, np.logical_and(a, b))
+    np.testing.assert_array_equal(got_or, np.logical_or(a, b))
+
+
 def test_int32_lists_move_to_the_cpu_with_their_plumbing():
     """A list of int32 elements (what a loop's gradient keeps of a TensorArray: its length
     and element shape) lives on the CPU, ops and plumbing: TF's list kernels for the NPU keep

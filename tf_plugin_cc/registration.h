@@ -52,6 +52,11 @@ absl::Status RegisterRaggedKernels(int* registered);
 // ops got kernels.
 absl::Status RegisterListKernels(int* registered);
 
+// NpuHostLogicalAnd / NpuHostLogicalOr, ops and NPU kernels with every argument in host memory:
+// the partitioner's form of a loop condition's LogicalAnd/Or (host_logic_ops.cc). Returns how
+// many ops it registered.
+absl::Status RegisterHostLogicKernels(int* registered);
+
 }  // namespace npu_tf
 
 #endif  // TF_PLUGIN_CC_REGISTRATION_H_

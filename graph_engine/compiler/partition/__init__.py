@@ -3,8 +3,9 @@ every NPU cluster replaced by one NpuGraphOp node.
 
 Steps: import -> loop plumbing of CPU-only lists onto the CPU (cpu_lists.py) -> DAG order
 (while-loop back edges set aside) -> control-flow contexts -> per-node classification
-(candidates.py) -> maximal acyclic clusters (clusters.py; those of int32 host arithmetic alone
-are left to TF's host-memory kernels) -> rewrite (rewrite.py) -> report (reports.py). Nodes marked `_npu_preserve` (Grappler's fetch and
+(candidates.py) -> maximal acyclic clusters (clusters.py; those that need nothing of the NPU,
+a loop's counter and condition, are left to TF's host-memory kernels: host_logic.py) ->
+rewrite (rewrite.py) -> report (reports.py). Nodes marked `_npu_preserve` (Grappler's fetch and
 preserved nodes, marked by the plugin) keep their names and stay outside clusters; the mark is
 removed from the output. A graph with nothing (new) to cluster comes back unchanged.
 
@@ -15,18 +16,19 @@ its model cache on it, npu_device's bridge its compile events, signature counts 
 import dataclasses
 import hashlib
 
-from graph_engine import ops
 from graph_engine.compiler import gc_pause, reports
 from graph_engine.ops.errors import CompileError
 from graph_engine.compiler.graphdef import export_graph_def, import_graph_def
 from graph_engine.compiler.options import or_defaults, to_json
-from graph_engine.compiler.partition import candidates, cpu_lists, dag, rewrite, runtime_slices
+from graph_engine.compiler.partition import (candidates, cpu_lists, dag, host_logic, rewrite,
+                                             runtime_slices)
 from graph_engine.compiler.partition.clusters import form_clusters
 from graph_engine.compiler.partition.contexts import MIXED, control_contexts
 
 TRIVIAL_REASON = "its cluster would only hold ops that compute nothing; not worth a launch"
-HOST_REASON = ("its cluster would only hold int32 arithmetic that TF runs in host memory "
-               "itself and ops that compute nothing; cheaper than a launch")
+HOST_REASON = ("its cluster would only hold int32 arithmetic and logic that run in host memory "
+               "(TF's kernels, NpuHostLogicalAnd/Or) and ops that compute nothing; cheaper than "
+               "a launch")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,7 +76,7 @@ def partition(g, opts=None):
         reasons.update(dict.fromkeys(members, TRIVIAL_REASON))
     kept = []
     for members in clusters:        # e.g. a loop's counter and condition, every iteration
-        if all(ops.get(n.op).trivial or candidates.runs_on_host_in_tf(n) for n in members):
+        if host_logic.leave_to_tf(members):
             reasons.update(dict.fromkeys(members, HOST_REASON))
         else:
             kept.append(members)
