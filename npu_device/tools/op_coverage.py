@@ -61,10 +61,12 @@ NARROW_NATIVE = {"UnsortedSegmentMax", "UnsortedSegmentMin"}
 def plugin_ops():
     """{op: {type attr: allowed DataTypes}} for the TF ops with an NPU kernel that the plugin
     registers itself rather than through the graph-engine registry (variable updates, ops whose
-    output shape depends on input values ...), read back from TensorFlow's kernel registry."""
+    output shape depends on input values ...), read back from TensorFlow's kernel registry.
+    The plugin's own ops (NpuGraphOp, NpuHostLogicalAnd ...: made by the partitioner, not TF
+    ops, so without a tf.raw_ops wrapper) are not among them."""
     found = {}
     for k in tf_kernels.get_all_registered_kernels().kernel:
-        if k.device_type != "NPU" or k.op == "NpuGraphOp" or ops.get(k.op) is not None:
+        if k.device_type != "NPU" or ops.get(k.op) is not None or not hasattr(tf.raw_ops, k.op):
             continue
         attrs = found.setdefault(k.op, {})
         for c in k.constraint:
