@@ -47,11 +47,9 @@ void RegisterHostLogical(const char* op) {
 
 }  // namespace
 
-absl::Status RegisterHostLogicKernels(int* registered) {
+void RegisterHostLogicKernels() {
   RegisterHostLogical<tensorflow::functor::logical_and>("NpuHostLogicalAnd");
   RegisterHostLogical<tensorflow::functor::logical_or>("NpuHostLogicalOr");
-  *registered = 2;
-  return absl::OkStatus();
 }
 
 }  // namespace npu_tf

@@ -61,9 +61,7 @@ extern "C" __attribute__((visibility("default"))) void TF_InitKernel() {
   int list_ops = 0;
   s = npu_tf::RegisterListKernels(&list_ops);
   if (!s.ok()) LOG(ERROR) << "NPU plugin: no NPU kernels for bool TensorLists, so they run on CPU: " << s.message();
-  int logic_ops = 0;
-  s = npu_tf::RegisterHostLogicKernels(&logic_ops);
-  if (!s.ok()) LOG(ERROR) << "NPU plugin: no host-memory logical ops, so loop conditions run as clusters: " << s.message();
+  npu_tf::RegisterHostLogicKernels();
   VLOG(1) << "NPU plugin: registered NpuGraphOp, " << registered << " per-op kernels and "
           << resource_ops + variable_ops + training_ops << " resource-variable ops";
 }

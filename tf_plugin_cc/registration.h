@@ -53,9 +53,8 @@ absl::Status RegisterRaggedKernels(int* registered);
 absl::Status RegisterListKernels(int* registered);
 
 // NpuHostLogicalAnd / NpuHostLogicalOr, ops and NPU kernels with every argument in host memory:
-// the partitioner's form of a loop condition's LogicalAnd/Or (host_logic_ops.cc). Returns how
-// many ops it registered.
-absl::Status RegisterHostLogicKernels(int* registered);
+// the partitioner's form of a loop condition's LogicalAnd/Or (host_logic_ops.cc).
+void RegisterHostLogicKernels();
 
 }  // namespace npu_tf
 

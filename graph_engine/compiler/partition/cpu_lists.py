@@ -48,7 +48,8 @@ def _is_host_list_op(n):
 
 # List ops that hand int32 elements over without reading them (the element's input / output
 # index), and those that only make an empty list or read its length or element shape.
-_HANDS_OVER = {"TensorListPushBack": ("_input_hostmem", 1), "TensorListPopBack": ("_output_hostmem", 1)}
+_HANDS_OVER = {"TensorListPushBack": ("_input_hostmem", 1),
+               "TensorListPopBack": ("_output_hostmem", 1)}
 _NO_ELEMENTS = frozenset({"EmptyTensorList", "TensorListLength", "TensorListElementShape"})
 
 
