@@ -8,12 +8,16 @@
 // into those output channels, one im2col + GEMM per group, its filter columns and gradient
 // columns packed dense for the GEMM. Groups of one input channel are a depthwise convolution
 // and run the depthwise kernels instead (depthwise.h): same filter memory, direct loops.
+#include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "kernels/depthwise.h"
 #include "kernels/epilogue.h"
+#include "kernels/format.h"
 #include "kernels/gemm.h"
 #include "kernels/layout.h"
+#include "kernels/scratch.h"
 
 namespace npu {
 namespace kernels {
@@ -24,40 +28,69 @@ namespace {
 constexpr int64_t kColsBlockFloats = 1 << 17;
 
 // Output pixel p = (n * OH + oh) * OW + ow has the im2col row [KH, KW] of input pixels
-// (oh * sh - pad_top + kh * dh, ow * sw - pad_left + kw * dw): fn(tap index within the block's
-// rows, input pixel index or -1 when out of range (zero)).
+// (oh * sh - pad_top + kh * dh, ow * sw - pad_left + kw * dw). For each output pixel in
+// [p0, p1) and each window row kh, fn(taps: the window row's first tap index within the block's
+// rows, in_row: the input row's first pixel index or -1 when the row is outside the image (all
+// zero), iw0: the window row's first input column, inside: all of its KW columns are in the image).
 template <class Fn>
-void ForEachPatch(const Window2D& g, int64_t p0, int64_t p1, Fn&& fn) {
+void ForEachWindowRow(const Window2D& g, int64_t p0, int64_t p1, Fn&& fn) {
+  int64_t n = p0 / (g.oh * g.ow), oh = p0 / g.ow % g.oh, ow = p0 % g.ow;   // stepped below
   for (int64_t p = p0; p < p1; ++p) {
-    const int64_t n = p / (g.oh * g.ow), oh = p / g.ow % g.oh, ow = p % g.ow;
+    const int64_t iw0 = ow * g.sw - g.pad_left;
+    const bool inside = iw0 >= 0 && iw0 + (g.kw - 1) * g.dw < g.w;
     for (int64_t kh = 0; kh < g.kh; ++kh) {
       const int64_t ih = oh * g.sh - g.pad_top + kh * g.dh;
-      for (int64_t kw = 0; kw < g.kw; ++kw) {
-        const int64_t iw = ow * g.sw - g.pad_left + kw * g.dw;
-        const bool inside = ih >= 0 && ih < g.h && iw >= 0 && iw < g.w;
-        fn(((p - p0) * g.kh + kh) * g.kw + kw, inside ? (n * g.h + ih) * g.w + iw : -1);
-      }
+      fn(((p - p0) * g.kh + kh) * g.kw, ih >= 0 && ih < g.h ? (n * g.h + ih) * g.w : -1, iw0,
+         inside);
+    }
+    if (++ow == g.ow) {
+      ow = 0;
+      if (++oh == g.oh) { oh = 0; ++n; }
     }
   }
 }
 
+// A window row's lanes are one contiguous run of the input when it takes every channel and
+// its columns are adjacent.
+bool RowIsRun(const Window2D& g, int64_t cn, bool inside) { return inside && cn == g.c && g.dw == 1; }
+
 // im2col rows [KH, KW, cn] of pixels [p0, p1) from input channels [c0, c0 + cn).
 void Im2Col(const Window2D& g, const float* x, int64_t p0, int64_t p1, int64_t c0, int64_t cn,
             float* cols) {
-  ForEachPatch(g, p0, p1, [&](int64_t tap, int64_t pixel) {
-    if (pixel >= 0) std::memcpy(cols + tap * cn, x + pixel * g.c + c0, cn * sizeof(float));
-    else std::memset(cols + tap * cn, 0, cn * sizeof(float));
+  ForEachWindowRow(g, p0, p1, [&](int64_t taps, int64_t in_row, int64_t iw0, bool inside) {
+    float* dst = cols + taps * cn;
+    if (in_row < 0) { std::fill(dst, dst + g.kw * cn, 0.0f); return; }
+    const float* row = x + in_row * g.c + c0;
+    if (RowIsRun(g, cn, inside)) {   // a few channels (RGB): one run, not KW tiny copies
+      CopyFloats(dst, row + iw0 * g.c, g.kw * cn);
+      return;
+    }
+    for (int64_t kw = 0; kw < g.kw; ++kw, dst += cn) {
+      const int64_t iw = iw0 + kw * g.dw;
+      if (iw < 0 || iw >= g.w) std::fill(dst, dst + cn, 0.0f);
+      else CopyFloats(dst, row + iw * g.c, cn);
+    }
   });
 }
 
 // Adds im2col rows [KH, KW, cn] back into input channels [c0, c0 + cn) of dx.
 void Col2ImAdd(const Window2D& g, const float* cols, int64_t p0, int64_t p1, int64_t c0,
                int64_t cn, float* dx) {
-  ForEachPatch(g, p0, p1, [&](int64_t tap, int64_t pixel) {
-    if (pixel < 0) return;
-    float* d = dx + pixel * g.c + c0;
-    const float* c = cols + tap * cn;
-    for (int64_t i = 0; i < cn; ++i) d[i] += c[i];
+  ForEachWindowRow(g, p0, p1, [&](int64_t taps, int64_t in_row, int64_t iw0, bool inside) {
+    if (in_row < 0) return;
+    const float* src = cols + taps * cn;
+    float* row = dx + in_row * g.c + c0;
+    if (RowIsRun(g, cn, inside)) {
+      float* d = row + iw0 * g.c;
+      for (int64_t i = 0; i < g.kw * cn; ++i) d[i] += src[i];
+      return;
+    }
+    for (int64_t kw = 0; kw < g.kw; ++kw, src += cn) {
+      const int64_t iw = iw0 + kw * g.dw;
+      if (iw < 0 || iw >= g.w) continue;
+      float* d = row + iw * g.c;
+      for (int64_t i = 0; i < cn; ++i) d[i] += src[i];
+    }
   });
 }
 
@@ -125,22 +158,22 @@ class ConvKernel : public Kernel {
     } else {
       const std::vector<std::vector<float>> wg = GroupFilters(f.data());
       ParallelFor(blocks, 2 * rows * kkc() * oc_, [&](int64_t b0, int64_t b1) {
-        std::vector<float> cols(pointwise ? 0 : rows * kkc());
-        std::vector<float> part(groups_ > 1 ? rows * og() : 0);   // one group's outputs
+        float* cols = Scratch(kScratchCols, pointwise ? 0 : rows * kkc());
+        float* part = Scratch(kScratchGroup, groups_ > 1 ? rows * og() : 0);   // a group's outputs
         for (int64_t b = b0; b < b1; ++b) {
           const int64_t p0 = b * rows, p1 = std::min(pixels(), p0 + rows);
           float* yb = y.data() + p0 * oc_;
           for (int64_t gi = 0; gi < groups_; ++gi) {
             const float* patches = x.data() + p0 * g_.c;   // a 1x1 convolution reads x as is
             if (!pointwise) {
-              Im2Col(g_, x.data(), p0, p1, gi * cg(), cg(), cols.data());
-              patches = cols.data();
+              Im2Col(g_, x.data(), p0, p1, gi * cg(), cg(), cols);
+              patches = cols;
             }
             if (groups_ == 1) {
               Gemm(p1 - p0, oc_, kkc(), patches, false, f.data(), false, yb);
             } else {
-              Gemm(p1 - p0, og(), kkc(), patches, false, wg[gi].data(), false, part.data());
-              CopyColumns(part.data(), og(), p1 - p0, og(), yb + gi * og(), oc_);
+              Gemm(p1 - p0, og(), kkc(), patches, false, wg[gi].data(), false, part);
+              CopyColumns(part, og(), p1 - p0, og(), yb + gi * og(), oc_);
             }
           }
           epilogue(p0, p1);
@@ -159,12 +192,12 @@ class ConvKernel : public Kernel {
     if (groups_ == 1 && pixels() <= RowsPerBlock()) {
       // Small images (the last stages of a CNN): one GEMM over every pixel, parallel inside,
       // packs the filter once instead of once per image.
-      std::vector<float> cols(pixels() * kkc());
-      Gemm(pixels(), kkc(), oc_, dy.data(), false, f.data(), true, cols.data());
+      float* cols = Scratch(kScratchCols, pixels() * kkc());
+      Gemm(pixels(), kkc(), oc_, dy.data(), false, f.data(), true, cols);
       std::fill(dx.data(), dx.data() + g_.n * g_.h * g_.w * g_.c, 0.0f);
       ParallelFor(g_.n, 2 * per_image * kkc(), [&](int64_t n0, int64_t n1) {
         for (int64_t n = n0; n < n1; ++n)
-          Col2ImAdd(g_, cols.data() + n * per_image * kkc(), n * per_image, (n + 1) * per_image,
+          Col2ImAdd(g_, cols + n * per_image * kkc(), n * per_image, (n + 1) * per_image,
                     0, g_.c, dx.data());
       });
       dx.Finish();
@@ -173,8 +206,8 @@ class ConvKernel : public Kernel {
     const std::vector<std::vector<float>> wg = GroupFilters(f.data());
     const int64_t rows = std::min(RowsPerBlock(), per_image);
     ParallelFor(g_.n, 2 * per_image * kkc() * oc_, [&](int64_t n0, int64_t n1) {
-      std::vector<float> cols(rows * kkc());
-      std::vector<float> dyg(groups_ > 1 ? rows * og() : 0);   // one group's output gradient
+      float* cols = Scratch(kScratchCols, rows * kkc());
+      float* dyg = Scratch(kScratchGroup, groups_ > 1 ? rows * og() : 0);   // a group's dy
       for (int64_t n = n0; n < n1; ++n) {
         float* dxn = dx.data() + n * g_.h * g_.w * g_.c;
         std::fill(dxn, dxn + g_.h * g_.w * g_.c, 0.0f);
@@ -182,12 +215,12 @@ class ConvKernel : public Kernel {
           const int64_t p1 = std::min((n + 1) * per_image, p0 + rows);
           for (int64_t gi = 0; gi < groups_; ++gi) {
             if (groups_ == 1) {
-              Gemm(p1 - p0, kkc(), oc_, dy.data() + p0 * oc_, false, f.data(), true, cols.data());
+              Gemm(p1 - p0, kkc(), oc_, dy.data() + p0 * oc_, false, f.data(), true, cols);
             } else {
-              CopyColumns(dy.data() + p0 * oc_ + gi * og(), oc_, p1 - p0, og(), dyg.data(), og());
-              Gemm(p1 - p0, kkc(), og(), dyg.data(), false, wg[gi].data(), true, cols.data());
+              CopyColumns(dy.data() + p0 * oc_ + gi * og(), oc_, p1 - p0, og(), dyg, og());
+              Gemm(p1 - p0, kkc(), og(), dyg, false, wg[gi].data(), true, cols);
             }
-            Col2ImAdd(g_, cols.data(), p0, p1, gi * cg(), cg(), dx.data());
+            Col2ImAdd(g_, cols, p0, p1, gi * cg(), cg(), dx.data());
           }
         }
       }
@@ -206,32 +239,32 @@ class ConvKernel : public Kernel {
     if (groups_ == 1 && parts == 1) {
       // One part (few pixels: a CNN's last stages): straight into dW, each GEMM parallel
       // inside (in a parallel range it would run on one thread).
-      std::vector<float> cols(rows * kkc());
+      float* cols = Scratch(kScratchCols, rows * kkc());
       std::fill(dw.data(), dw.data() + kkc() * oc_, 0.0f);
       for (int64_t b = 0; b < blocks; ++b) {
         const int64_t p0 = b * rows, p1 = std::min(pixels(), p0 + rows);
-        Im2Col(g_, x.data(), p0, p1, 0, g_.c, cols.data());
-        Gemm(kkc(), oc_, p1 - p0, cols.data(), true, dy.data() + p0 * oc_, false, dw.data(), true);
+        Im2Col(g_, x.data(), p0, p1, 0, g_.c, cols);
+        Gemm(kkc(), oc_, p1 - p0, cols, true, dy.data() + p0 * oc_, false, dw.data(), true);
       }
       dw.Finish();
       return;
     }
     std::vector<std::vector<float>> partial(parts);
     ParallelFor(parts, 2 * pixels() * kkc() * oc_ / parts, [&](int64_t q0, int64_t q1) {
-      std::vector<float> cols(rows * kkc());
-      std::vector<float> dyg(groups_ > 1 ? rows * og() : 0);
+      float* cols = Scratch(kScratchCols, rows * kkc());
+      float* dyg = Scratch(kScratchGroup, groups_ > 1 ? rows * og() : 0);
       for (int64_t q = q0; q < q1; ++q) {
         partial[q].assign(kkc() * oc_, 0.0f);
         for (int64_t b = blocks * q / parts; b < blocks * (q + 1) / parts; ++b) {
           const int64_t p0 = b * rows, p1 = std::min(pixels(), p0 + rows);
           for (int64_t gi = 0; gi < groups_; ++gi) {
-            Im2Col(g_, x.data(), p0, p1, gi * cg(), cg(), cols.data());
+            Im2Col(g_, x.data(), p0, p1, gi * cg(), cg(), cols);
             const float* d = dy.data() + p0 * oc_;
             if (groups_ > 1) {
-              CopyColumns(d + gi * og(), oc_, p1 - p0, og(), dyg.data(), og());
-              d = dyg.data();
+              CopyColumns(d + gi * og(), oc_, p1 - p0, og(), dyg, og());
+              d = dyg;
             }
-            Gemm(kkc(), og(), p1 - p0, cols.data(), true, d, false,
+            Gemm(kkc(), og(), p1 - p0, cols, true, d, false,
                  partial[q].data() + gi * kkc() * og(), true);
           }
         }

@@ -26,6 +26,7 @@
 #include "kernels/float_io.h"
 #include "kernels/format.h"
 #include "kernels/gemm.h"
+#include "kernels/scratch.h"
 #include "kernels/window.h"
 
 namespace npu {
@@ -38,16 +39,6 @@ constexpr int64_t kColsBlockFloats = 1 << 18;   // im2col + result floats per bl
 // on, gathering the filter once and running one GEMM was 1.2x (16 pixels) to 5x (64) faster
 // (ResNet50's last two stages at 64x64, batch 4).
 constexpr int64_t kPerBlockPixels = 8;
-
-// Per-thread scratch reused across calls (slot 0: im2col rows, 1: GEMM results): the buffers
-// are about the same size every call, and fresh ones that large would be fresh pages to fault
-// in each time.
-float* Scratch(int slot, int64_t floats) {
-  thread_local std::vector<float> buffers[2];
-  std::vector<float>& b = buffers[slot];
-  if (static_cast<int64_t>(b.size()) < floats) b.resize(floats);
-  return b.data();
-}
 
 class Conv5hdKernel : public Kernel {
  public:
@@ -87,8 +78,8 @@ class Conv5hdKernel : public Kernel {
     const int64_t rows = CeilDiv(pixels, blocks);
     blocks = CeilDiv(pixels, rows);
     auto run_blocks = [&](int64_t q0, int64_t q1) {
-      float* cols = Scratch(0, rows * k + kC0);
-      float* acc = Scratch(1, rows * np);
+      float* cols = Scratch(kScratchCols, rows * k + kC0);
+      float* acc = Scratch(kScratchAcc, rows * np);
       for (int64_t q = q0; q < q1; ++q) {
         const int64_t p0 = q * rows, p1 = std::min(pixels, p0 + rows), m = p1 - p0;
         // Per block, cols holds the row block block-major: [blocks_k][m][C0]; else [m][k].

@@ -36,6 +36,19 @@ typedef float Lanes __attribute__((vector_size(kLanes * sizeof(float))));
 inline Lanes LoadLanes(const float* p) { Lanes v; std::memcpy(&v, p, sizeof v); return v; }
 inline void StoreLanes(float* p, Lanes v) { std::memcpy(p, &v, sizeof v); }
 
+// Copies n floats with fixed-size moves: im2col copies runs of a few channels (an RGB window
+// row is 9 floats), where a call to memmove per run cost more than the copy.
+inline void CopyFloats(float* dst, const float* src, int64_t n) {
+  if (n >= kLanes) {
+    for (int64_t i = 0; i + kLanes <= n; i += kLanes) StoreLanes(dst + i, LoadLanes(src + i));
+    if (n % kLanes) StoreLanes(dst + n - kLanes, LoadLanes(src + n - kLanes));   // overlaps
+    return;
+  }
+  if (n & 4) { std::memcpy(dst, src, 4 * sizeof(float)); dst += 4; src += 4; }
+  if (n & 2) { std::memcpy(dst, src, 2 * sizeof(float)); dst += 2; src += 2; }
+  if (n & 1) *dst = *src;
+}
+
 // The NC1HWC0 geometry of a value (its logical dims right-aligned to NHWC).
 struct Nc1hwc0 {
   int64_t n = 1, h = 1, w = 1, c = 1, c1 = 1, c0 = 16;
