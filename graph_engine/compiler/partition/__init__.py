@@ -1,7 +1,8 @@
 """partition_graph: a placed GraphDef (as Grappler hands it to the plugin) -> the same graph with
 every NPU cluster replaced by one NpuGraphOp node.
 
-Steps: import -> loop plumbing of CPU-only lists onto the CPU (cpu_lists.py) -> DAG order
+Steps: import -> optimizer updates into AssignVariableOp of a value the cluster computes
+(variable_updates.py) -> loop plumbing of CPU-only lists onto the CPU (cpu_lists.py) -> DAG order
 (while-loop back edges set aside) -> control-flow contexts -> per-node classification
 (candidates.py) -> maximal acyclic clusters (clusters.py; those that need nothing of the NPU,
 a loop's counter and condition, are left to TF's host-memory kernels: host_logic.py) ->
@@ -21,7 +22,7 @@ from graph_engine.ops.errors import CompileError
 from graph_engine.compiler.graphdef import export_graph_def, import_graph_def
 from graph_engine.compiler.options import or_defaults, to_json
 from graph_engine.compiler.partition import (candidates, cpu_lists, dag, host_logic, rewrite,
-                                             runtime_slices)
+                                             runtime_slices, variable_updates)
 from graph_engine.compiler.partition.clusters import form_clusters
 from graph_engine.compiler.partition.contexts import MIXED, control_contexts
 
@@ -54,6 +55,7 @@ def partition(g, opts=None):
     """Rewrites Graph `g` in place, its clusters carrying options `opts` (None: the defaults);
     returns (changed, PartitionReport)."""
     runtime_slices.rewrite(g)
+    variable_updates.rewrite(g)
     moved = cpu_lists.move_to_cpu(g)
     try:
         topo = dag.order(g)

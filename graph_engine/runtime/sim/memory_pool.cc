@@ -12,8 +12,10 @@ namespace {
 // A cached block serves a request of at most this much less than it holds (a quarter).
 bool GoodFit(uint64_t capacity, uint64_t size) { return capacity >= size && capacity - size <= size / 4; }
 
-// Bytes the cache may hold beyond what is live: freed memory of a step is reused by the next,
-// but an idle process does not keep more than this.
+// The cache holds at most as many bytes as were ever in use at once, or this much if more: a
+// step's freed memory is what the next step allocates again (a training step's new weights and
+// optimizer moments, about as large as the model, take fresh blocks while the old ones are
+// still read), and an idle process keeps no more than its busiest moment needed.
 constexpr uint64_t kCacheFloor = 256ull << 20;
 
 }  // namespace
@@ -49,7 +51,7 @@ MemoryPool::~MemoryPool() {
 
 std::vector<void*> MemoryPool::TrimLocked(uint64_t need) {
   std::vector<void*> dropped;
-  const uint64_t budget = std::max(kCacheFloor, in_use_);
+  const uint64_t budget = std::max(kCacheFloor, high_water_);
   while (!by_age_.empty() && (in_use_ + cached_ + need > capacity_ || cached_ > budget)) {
     const auto oldest = by_age_.begin()->second;
     cached_ -= oldest->first;
@@ -114,6 +116,7 @@ npurtError MemoryPool::Allocate(uint64_t size, void** ptr) {
   blocks_.emplace(reinterpret_cast<uintptr_t>(block), Live{rounded, capacity});
   in_use_ += rounded;
   if (in_use_ > peak_) peak_ = in_use_;
+  if (in_use_ > high_water_) high_water_ = in_use_;
   ++total_allocs_;
   *ptr = block;
   return NPURT_SUCCESS;

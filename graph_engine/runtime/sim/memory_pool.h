@@ -77,6 +77,7 @@ class MemoryPool {
   std::map<uint64_t, Cache::iterator> by_age_;     // the same blocks, oldest first
   uint64_t next_age_ = 0;
   uint64_t in_use_ = 0, peak_ = 0, total_allocs_ = 0, cached_ = 0, variable_bytes_ = 0;
+  uint64_t high_water_ = 0;   // the most bytes ever in use (peak_ is reset by the statistics)
 };
 
 }  // namespace npurt_sim
