@@ -3,7 +3,9 @@
 // The contraction axis is ordered (c1, kh, kw, c0), FRACTAL_Z's block order, so im2col rows
 // gather C0-lane runs straight from the 5HD input. Two forms of it:
 //  * compact (the usual case): only real input channels enter the contraction, so a 3-channel
-//    input contracts over 3 lanes per tap, not 16; the filter is gathered into a dense
+//    input contracts over 3 lanes per tap, not 16. The input is first copied, per C1 block, into
+//    a zero-bordered image of its real lanes, so that an im2col window row is one contiguous run
+//    of it (an RGB row: 9 floats) with no bounds to check; the filter is gathered into a dense
 //    [K, Cout padded] matrix (the GEMM's plain right operand: as the transposed one, the GEMM
 //    repacked it with a transpose per call, a third of ResNet50's inference time) without its
 //    padding lanes, and
@@ -17,6 +19,7 @@
 //    padding is zero, so nothing from them reaches a real output).
 // The GEMM result of a row block is stored with the epilogue (bias, residual, activation)
 // straight into the 5HD output, one image's run of pixels per C1 block.
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -70,6 +73,7 @@ class Conv5hdKernel : public Kernel {
     FloatOut y(dtype_, args.out(0), y_.size());
     if (pixels == 0) { y.Finish(); return Status::Ok(); }
 
+    const float* padded = per_block ? nullptr : PaddedInput(x.data());
     // Row blocks: im2col rows and GEMM results both stay within a cache-sized budget, in
     // whole rounds over the threads (each block's GEMM packs the filter once).
     const int64_t max_rows = std::max<int64_t>(16, kColsBlockFloats / (k + np));
@@ -78,14 +82,16 @@ class Conv5hdKernel : public Kernel {
     const int64_t rows = CeilDiv(pixels, blocks);
     blocks = CeilDiv(pixels, rows);
     auto run_blocks = [&](int64_t q0, int64_t q1) {
-      float* cols = Scratch(kScratchCols, rows * k + kC0);
+      float* cols = Scratch(kScratchCols, rows * k);
       float* acc = Scratch(kScratchAcc, rows * np);
       for (int64_t q = q0; q < q1; ++q) {
         const int64_t p0 = q * rows, p1 = std::min(pixels, p0 + rows), m = p1 - p0;
         // Per block, cols holds the row block block-major: [blocks_k][m][C0]; else [m][k].
         Pixel o = PixelOf(p0);
-        for (int64_t p = p0; p < p1; ++p, Next(&o))
-          Im2ColRow(x.data(), o, cols + (p - p0) * (per_block ? kC0 : k), per_block ? m * kC0 : 0);
+        for (int64_t p = p0; p < p1; ++p, Next(&o)) {
+          if (per_block) Im2ColRow(x.data(), o, cols + (p - p0) * kC0, m * kC0);
+          else CompactRow(padded, o, cols + (p - p0) * k);
+        }
         if (per_block) {
           for (int64_t b = 0; b < blocks_k; ++b)
             Gemm(m, np, kC0, cols + b * m * kC0, false, fz->data() + b * np * kC0, true, acc,
@@ -115,34 +121,71 @@ class Conv5hdKernel : public Kernel {
     ++o->n;
   }
 
-  // Row of output pixel o: for each (c1, kh, kw) tap the input pixel's lanes under it, zero
-  // outside the image. step == 0: compact, the real lanes of consecutive taps back to back.
-  // step > 0: C0 lanes per tap (padding lanes zeroed), consecutive taps `step` floats apart.
-  // Lanes are copied as whole runs of 8 or C0 (fixed-size vector copies, no call): in compact
-  // rows the lanes beyond `real` spill onto the next taps' places, which are written after,
-  // and at the end of the row into the next row's place or the buffer's kC0 floats of slack.
-  void Im2ColRow(const float* x, const Pixel& o, float* row, int64_t step) const {
-    const int64_t iw0 = o.ow * g_.sw - g_.pad_left, iw1 = iw0 + (g_.kw - 1) * g_.dw;
-    const bool cols_in = iw0 >= 0 && iw1 < g_.w;
+  // Extent of the zero-bordered copy: rows and columns that any window reaches, counted from
+  // the first padding row/column.
+  int64_t PaddedRows() const {
+    return std::max(g_.h + g_.pad_top, (g_.oh - 1) * g_.sh + (g_.kh - 1) * g_.dh + 1);
+  }
+  int64_t PaddedCols() const {
+    return std::max(g_.w + g_.pad_left, (g_.ow - 1) * g_.sw + (g_.kw - 1) * g_.dw + 1);
+  }
+
+  // The input's real lanes per C1 block as zero-bordered images, blocks one after another,
+  // each [n, PaddedRows, PaddedCols, valid(block)] (a scratch buffer of the calling thread,
+  // read by every thread of the call).
+  const float* PaddedInput(const float* x) const {
+    const int64_t hp = PaddedRows(), wp = PaddedCols();
+    float* out = Scratch(kScratchPadded, g_.n * hp * wp * x_.c);
+    ParallelFor(x_.c1 * g_.n, hp * wp * kC0, [&](int64_t q0, int64_t q1) {
+      for (int64_t q = q0; q < q1; ++q) {
+        const int64_t b = q / g_.n, n = q % g_.n, real = x_.valid(b);
+        const float* plane = x + (n * x_.c1 + b) * x_.plane();
+        float* img = out + g_.n * hp * wp * b * kC0 + n * hp * wp * real;
+        for (int64_t ih = 0; ih < hp; ++ih) {
+          float* row = img + ih * wp * real;
+          const int64_t sh = ih - g_.pad_top;
+          if (sh < 0 || sh >= g_.h) { std::fill(row, row + wp * real, 0.0f); continue; }
+          std::fill(row, row + g_.pad_left * real, 0.0f);
+          float* dst = row + g_.pad_left * real;
+          const float* src = plane + sh * g_.w * kC0;
+          if (real == kC0) std::memcpy(dst, src, g_.w * kC0 * sizeof(float));
+          else
+            for (int64_t iw = 0; iw < g_.w; ++iw) CopyFloats(dst + iw * real, src + iw * kC0, real);
+          std::fill(row + (g_.pad_left + g_.w) * real, row + wp * real, 0.0f);
+        }
+      }
+    });
+    return out;
+  }
+
+  // Compact im2col row of output pixel o from the padded copy: per (c1, kh) the window row's
+  // real lanes, one run when the columns are adjacent.
+  void CompactRow(const float* padded, const Pixel& o, float* row) const {
+    const int64_t hp = PaddedRows(), wp = PaddedCols();
     for (int64_t b = 0; b < x_.c1; ++b) {
-      const int64_t real = x_.valid(b), width = step ? kC0 : real, stride = step ? step : real;
+      const int64_t real = x_.valid(b);
+      const float* img = padded + g_.n * hp * wp * b * kC0 + o.n * hp * wp * real;
+      for (int64_t kh = 0; kh < g_.kh; ++kh, row += g_.kw * real) {
+        const float* src = img + ((o.oh * g_.sh + kh * g_.dh) * wp + o.ow * g_.sw) * real;
+        if (g_.dw == 1) { CopyFloats(row, src, g_.kw * real); continue; }
+        for (int64_t kw = 0; kw < g_.kw; ++kw) CopyFloats(row + kw * real, src + kw * g_.dw * real, real);
+      }
+    }
+  }
+
+  // Per-block im2col row of output pixel o: for each (c1, kh, kw) tap the input pixel's C0
+  // lanes (padding lanes zeroed), zero outside the image, consecutive taps `step` floats apart.
+  void Im2ColRow(const float* x, const Pixel& o, float* row, int64_t step) const {
+    for (int64_t b = 0; b < x_.c1; ++b) {
+      const int64_t real = x_.valid(b);
       const float* plane = x + (o.n * x_.c1 + b) * x_.plane();
       for (int64_t kh = 0; kh < g_.kh; ++kh) {
         const int64_t ih = o.oh * g_.sh - g_.pad_top + kh * g_.dh;
-        const bool row_in = ih >= 0 && ih < g_.h;
-        if (row_in && cols_in && !step && real == kC0 && g_.dw == 1) {
-          // The window row is one contiguous run of the input plane.
-          std::memcpy(row, plane + (ih * g_.w + iw0) * kC0, g_.kw * kC0 * sizeof(float));
-          row += g_.kw * kC0;
-          continue;
-        }
-        for (int64_t kw = 0; kw < g_.kw; ++kw, row += stride) {
-          const int64_t iw = iw0 + kw * g_.dw;
-          if (!row_in || iw < 0 || iw >= g_.w) { std::fill(row, row + width, 0.0f); continue; }
-          const float* src = plane + (ih * g_.w + iw) * kC0;
-          if (real <= kLanes && !step) StoreLanes(row, LoadLanes(src));   // e.g. RGB: less spill
-          else std::memcpy(row, src, kC0 * sizeof(float));
-          if (step) std::fill(row + real, row + kC0, 0.0f);
+        for (int64_t kw = 0; kw < g_.kw; ++kw, row += step) {
+          const int64_t iw = o.ow * g_.sw - g_.pad_left + kw * g_.dw;
+          if (ih < 0 || ih >= g_.h || iw < 0 || iw >= g_.w) { std::fill(row, row + kC0, 0.0f); continue; }
+          std::memcpy(row, plane + (ih * g_.w + iw) * kC0, kC0 * sizeof(float));
+          std::fill(row + real, row + kC0, 0.0f);
         }
       }
     }
