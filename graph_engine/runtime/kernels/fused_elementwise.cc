@@ -31,6 +31,7 @@
 #include "kernels/elementwise_functors.h"
 #include "kernels/format.h"
 #include "kernels/kernel.h"
+#include "kernels/scratch.h"
 #include "kernels/shape.h"
 #include "kernels/thread_pool.h"
 
@@ -38,7 +39,7 @@ namespace npu {
 namespace kernels {
 namespace {
 
-constexpr int64_t kTile = 512;
+constexpr int64_t kTile = 1024;
 
 // An instruction's op, from graph_engine/ops/op_traits.inc (NPU_FUSIBLE): its functor
 // (elementwise_functors.h) over a float tile, and for the ops marked integer over int64.
@@ -572,13 +573,13 @@ Status FusedElementwise::Compute(const KernelArgs& args) const {
   // LSTM cell's gradient, 36 registers over 1024 elements, took longer on two threads).
   const int64_t cost = static_cast<int64_t>(n_regs);
   ParallelFor(size_, cost, [&](int64_t begin, int64_t end) {
-    std::vector<float> regs(slots_ * kTile);
+    float* regs = Scratch(kScratchTiles, slots_ * kTile);   // no zero fill per call
     std::vector<const float*> ptr = run.fixed, operands(max_operands_);
     std::vector<int64_t> off(n_in, 0), tile_off(n_in);
     if (flat_) {
       for (int64_t pos = begin; pos < end; pos += kTile) {
         std::fill(tile_off.begin(), tile_off.end(), pos);
-        Tile(args, run, tile_off.data(), pos, std::min(kTile, end - pos), regs.data(), ptr.data(),
+        Tile(args, run, tile_off.data(), pos, std::min(kTile, end - pos), regs, ptr.data(),
              operands.data());
       }
       return;
@@ -596,7 +597,7 @@ Status FusedElementwise::Compute(const KernelArgs& args) const {
       const int64_t len = std::min(dims_[rank - 1] - index[rank - 1], end - pos);
       for (int64_t s = 0; s < len; s += kTile) {
         for (size_t k = 0; k < n_in; ++k) tile_off[k] = off[k] + s * strides_[k][rank - 1];
-        Tile(args, run, tile_off.data(), pos + s, std::min(kTile, len - s), regs.data(), ptr.data(),
+        Tile(args, run, tile_off.data(), pos + s, std::min(kTile, len - s), regs, ptr.data(),
              operands.data());
       }
       pos += len;

@@ -1,6 +1,6 @@
 // Per-thread scratch buffers reused across kernel calls: the im2col and GEMM buffers of the
-// convolutions are about the same size every call, and fresh ones that large would be
-// zero-filled and their pages faulted in each time.
+// convolutions and the fused elementwise kernel's tiles are about the same size every call,
+// and fresh ones would be zero-filled (and their pages faulted in) each time.
 #ifndef NPU_KERNELS_SCRATCH_H_
 #define NPU_KERNELS_SCRATCH_H_
 
@@ -13,7 +13,7 @@ namespace kernels {
 // At least `floats` floats of this thread's buffer `slot` (contents unspecified). A kernel
 // uses distinct slots for buffers it holds at the same time; the pointer stays valid until
 // this thread asks for a larger buffer in the same slot.
-enum ScratchSlot { kScratchCols, kScratchAcc, kScratchGroup, kScratchPadded, kScratchSlots };
+enum ScratchSlot { kScratchCols, kScratchAcc, kScratchGroup, kScratchPadded, kScratchTiles, kScratchSlots };
 
 inline float* Scratch(ScratchSlot slot, int64_t floats) {
   thread_local std::vector<float> buffers[kScratchSlots];
