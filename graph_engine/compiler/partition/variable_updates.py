@@ -37,7 +37,8 @@ def _on_npu(node):
 
 
 def _qualifies(n):
-    # A preserved update (a fetch, as every update of a step is) keeps its name: it stays.
+    # Preserved updates (a function's control outputs) qualify too: the node stays, with its
+    # name and control edges; only its op and value change.
     return (n.op in UPDATES and _on_npu(n) and n.attr("dtype") in DTYPES
             and _on_npu(n.inputs[1].node))
 
