@@ -223,6 +223,28 @@ def test_freed_blocks_are_reused_best_fit_and_trimmed_oldest_first():
     assert out.splitlines() == ["True True", "True", "True", "0"]
 
 
+def test_cache_keeps_what_was_once_in_use_beyond_the_floor():
+    """Freed blocks stay cached up to the most bytes ever in use at once (a training step frees
+    about the model's size every step and allocates it again in the next), not only up to the
+    bytes still in use; above that the oldest go."""
+    out = run_c("""
+        mib = 1 << 20
+        blocks = [C.malloc(0, 100 * mib) for _ in range(4)]   # 400 MiB at once: the high water
+        for p in blocks:
+            C.free(0, p)
+        print(C.memory_stats(0)["cached_bytes"] // mib, C.memory_stats(0)["in_use"])
+        again = [C.malloc(0, 100 * mib) for _ in range(4)]
+        print(sorted(again) == sorted(blocks))                # the next step reuses them all
+        for p in again:
+            C.free(0, p)
+        extra = [C.malloc(0, 30 * mib) for _ in range(5)]     # too small for a cached block
+        for p in extra:
+            C.free(0, p)
+        print(C.memory_stats(0)["cached_bytes"] // mib)       # 550 > 400: oldest 100s dropped
+    """)
+    assert out.splitlines() == ["400 0", "True", "350"]
+
+
 def test_bad_frees_raise_and_leave_the_pool_intact(buffer):
     before = _C.memory_stats(0)
     for bad in (12345, buffer + 64):
