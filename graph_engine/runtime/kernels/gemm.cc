@@ -47,9 +47,11 @@ constexpr int64_t kMinRange = 16;
 constexpr int64_t kMinRangeFlops = 1 << 20;
 
 int64_t Ranges(int64_t extent, int64_t flops) {
-  // Two ranges per thread: balance when another process holds a core, few repacks otherwise.
+  // One range per thread: every range packs the whole other operand, and on the small shapes
+  // (an MLP's 64x512x784) the second range's repacking cost more than the balance it bought
+  // (gemm_bench: 36% -> 62-70% of peak; two per thread balanced a core held by another process).
   return std::max<int64_t>(1, std::min({extent / kMinRange, flops / kMinRangeFlops,
-                                        static_cast<int64_t>(2 * PlanThreads())}));
+                                        static_cast<int64_t>(PlanThreads())}));
 }
 
 }  // namespace
