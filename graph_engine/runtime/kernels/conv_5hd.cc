@@ -46,7 +46,9 @@ constexpr int64_t kPerBlockPixels = 8;
 class Conv5hdKernel : public Kernel {
  public:
   Conv5hdKernel(Window2D g, Nc1hwc0 x, Nc1hwc0 y, int dtype, Epilogue ep)
-      : g_(g), x_(x), y_(y), dtype_(dtype), ep_(ep), act_(ep) {
+      : g_(g), x_(x), y_(y), dtype_(dtype), ep_(ep), act_(ep),
+        hp_(std::max(g.h + g.pad_top, (g.oh - 1) * g.sh + (g.kh - 1) * g.dh + 1)),
+        wp_(std::max(g.w + g.pad_left, (g.ow - 1) * g.sw + (g.kw - 1) * g.dw + 1)) {
     act_.has_bias = act_.has_residual = false;
   }
 
@@ -121,37 +123,27 @@ class Conv5hdKernel : public Kernel {
     ++o->n;
   }
 
-  // Extent of the zero-bordered copy: rows and columns that any window reaches, counted from
-  // the first padding row/column.
-  int64_t PaddedRows() const {
-    return std::max(g_.h + g_.pad_top, (g_.oh - 1) * g_.sh + (g_.kh - 1) * g_.dh + 1);
-  }
-  int64_t PaddedCols() const {
-    return std::max(g_.w + g_.pad_left, (g_.ow - 1) * g_.sw + (g_.kw - 1) * g_.dw + 1);
-  }
-
   // The input's real lanes per C1 block as zero-bordered images, blocks one after another,
-  // each [n, PaddedRows, PaddedCols, valid(block)] (a scratch buffer of the calling thread,
-  // read by every thread of the call).
+  // each [n, hp_, wp_, valid(block)] (a scratch buffer of the calling thread, read by every
+  // thread of the call).
   const float* PaddedInput(const float* x) const {
-    const int64_t hp = PaddedRows(), wp = PaddedCols();
-    float* out = Scratch(kScratchPadded, g_.n * hp * wp * x_.c);
-    ParallelFor(x_.c1 * g_.n, hp * wp * kC0, [&](int64_t q0, int64_t q1) {
+    float* out = Scratch(kScratchPadded, g_.n * hp_ * wp_ * x_.c);
+    ParallelFor(x_.c1 * g_.n, hp_ * wp_ * kC0, [&](int64_t q0, int64_t q1) {
       for (int64_t q = q0; q < q1; ++q) {
         const int64_t b = q / g_.n, n = q % g_.n, real = x_.valid(b);
         const float* plane = x + (n * x_.c1 + b) * x_.plane();
-        float* img = out + g_.n * hp * wp * b * kC0 + n * hp * wp * real;
-        for (int64_t ih = 0; ih < hp; ++ih) {
-          float* row = img + ih * wp * real;
+        float* img = out + g_.n * hp_ * wp_ * b * kC0 + n * hp_ * wp_ * real;
+        for (int64_t ih = 0; ih < hp_; ++ih) {
+          float* row = img + ih * wp_ * real;
           const int64_t sh = ih - g_.pad_top;
-          if (sh < 0 || sh >= g_.h) { std::fill(row, row + wp * real, 0.0f); continue; }
+          if (sh < 0 || sh >= g_.h) { std::fill(row, row + wp_ * real, 0.0f); continue; }
           std::fill(row, row + g_.pad_left * real, 0.0f);
           float* dst = row + g_.pad_left * real;
           const float* src = plane + sh * g_.w * kC0;
           if (real == kC0) std::memcpy(dst, src, g_.w * kC0 * sizeof(float));
           else
             for (int64_t iw = 0; iw < g_.w; ++iw) CopyFloats(dst + iw * real, src + iw * kC0, real);
-          std::fill(row + (g_.pad_left + g_.w) * real, row + wp * real, 0.0f);
+          std::fill(row + (g_.pad_left + g_.w) * real, row + wp_ * real, 0.0f);
         }
       }
     });
@@ -161,12 +153,11 @@ class Conv5hdKernel : public Kernel {
   // Compact im2col row of output pixel o from the padded copy: per (c1, kh) the window row's
   // real lanes, one run when the columns are adjacent.
   void CompactRow(const float* padded, const Pixel& o, float* row) const {
-    const int64_t hp = PaddedRows(), wp = PaddedCols();
     for (int64_t b = 0; b < x_.c1; ++b) {
       const int64_t real = x_.valid(b);
-      const float* img = padded + g_.n * hp * wp * b * kC0 + o.n * hp * wp * real;
+      const float* img = padded + g_.n * hp_ * wp_ * b * kC0 + o.n * hp_ * wp_ * real;
       for (int64_t kh = 0; kh < g_.kh; ++kh, row += g_.kw * real) {
-        const float* src = img + ((o.oh * g_.sh + kh * g_.dh) * wp + o.ow * g_.sw) * real;
+        const float* src = img + ((o.oh * g_.sh + kh * g_.dh) * wp_ + o.ow * g_.sw) * real;
         if (g_.dw == 1) { CopyFloats(row, src, g_.kw * real); continue; }
         for (int64_t kw = 0; kw < g_.kw; ++kw) CopyFloats(row + kw * real, src + kw * g_.dw * real, real);
       }
@@ -252,6 +243,9 @@ class Conv5hdKernel : public Kernel {
   Nc1hwc0 x_, y_;
   int dtype_;
   Epilogue ep_, act_;                           // act_: ep_'s activation alone
+  // Extent of the compact form's zero-bordered input copy: the rows and columns any window
+  // reaches, counted from the first padding row/column.
+  int64_t hp_, wp_;
   mutable std::mutex filter_mu_;                // guards the two below (runs may overlap)
   mutable uint64_t filter_version_ = 0;
   mutable std::shared_ptr<const std::vector<float>> filter_;
