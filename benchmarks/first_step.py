@@ -19,11 +19,14 @@ and npu_device.compile_stats():
   GE passes   per pass of the compile pipeline, summed over the models compiled (the pass logs)
   import + serialize   the rest of each compile: reading the cluster's GraphDef and writing
               the model bytes (compile seconds less its logged passes)
+  waited      of a model compiled ahead (npu_device/compile_ahead.py: while TF placed and
+              instantiated the graph), the part of its compile the step still waited for
   load        loading the compiled models onto the device (compile_stats load_seconds)
   run         the step's own execution, taken as the median warm call
   TF          the rest of the first call: tf.function tracing, TF's own Grappler passes,
               placement, function instantiation, and the first run's extra cost over a warm
-              one (first call less all of the above)
+              one (first call less all of the above, a model compiled ahead counting with the
+              time waited for it)
 
 Inference also measures Keras `predict` at a new batch size after warm-up (issue 17: "every new
 predict batch size compiles 5-6 models"): predict(x) twice at the workload's batch B, then
@@ -73,8 +76,11 @@ class _NpuRecorder:
                 if "ms" in p:                       # skipped passes have no time
                     passes[p["pass"]] += p["ms"] / 1000
         compile_s = sum(e.seconds for e in models)
+        ahead = [e for e in models if e.waited is not None]
         return {"partitions": len(parts), "partition_s": sum(e.seconds for e in parts),
                 "models": len(models), "compile_s": compile_s,
+                "ahead": len(ahead), "waited_s": sum(e.waited for e in ahead),
+                "ahead_s": sum(e.seconds for e in ahead),
                 "passes_s": dict(passes.most_common()),
                 "import_serialize_s": compile_s - sum(passes.values()),
                 "load_s": stats.get("load_seconds", 0.0),
@@ -139,7 +145,8 @@ def child(name, mode, side):
             warm.append(time.perf_counter() - start)
     out["warm_s"] = statistics.median(warm)
     if side == "npu":
-        out["tf_s"] = out["first_s"] - (out["partition_s"] + out["compile_s"] + out["load_s"]
+        out["tf_s"] = out["first_s"] - (out["partition_s"] + out["compile_s"] - out["ahead_s"]
+                                        + out["waited_s"] + out["load_s"]
                                         + out["warm_s"])
     if mode == "infer":
         try:
@@ -198,6 +205,12 @@ def _s(seconds):
     return f"{seconds:.2f}" if abs(seconds) >= 1 else f"{seconds:.3f}"
 
 
+def _ahead(npu):
+    if not npu.get("ahead"):
+        return ""
+    return f"; {npu['ahead']} ahead, waited {_s(npu['waited_s'])}"
+
+
 def table(rows):
     head = ["| model | mode | first step NPU (s) | first step CPU (s) | CPU/NPU | warm call NPU / "
             "CPU (ms) | NPU: partition | GE compile (models) | load | TF tracing, Grappler, "
@@ -215,7 +228,8 @@ def table(rows):
             f"{cpu['first_s'] / npu['first_s']:.2f} | {1000 * npu['warm_s']:.1f} / "
             f"{1000 * cpu['warm_s']:.1f} | {_s(npu['partition_s'])} ({npu['partitions']}) | "
             f"{_s(npu['compile_s'])} ({npu['models']}; import+serialize "
-            f"{_s(npu['import_serialize_s'])}) | {_s(npu['load_s'])} | {_s(npu['tf_s'])} | "
+            f"{_s(npu['import_serialize_s'])}{_ahead(npu)}) | {_s(npu['load_s'])} | "
+            f"{_s(npu['tf_s'])} | "
             f"{top} |")
     return "\n".join(lines)
 

@@ -68,6 +68,36 @@ def test_inference_converts_weights_once_and_compiles_no_per_step_weight_transda
     assert per_step < sum(len(m["kernels"]) for m in meta)
 
 
+def test_folded_filters_share_bytes_and_one_filter_changing_alone_is_seen():
+    """A filter scaled by its folded batch norm is read only by its own conversion, so the
+    scaled filters share bytes in the cached region (plan_memory._place_cached). A write to one
+    layer's filter or batch-norm scale converts that layer again and keeps the other's."""
+    keras.utils.set_random_seed(7)
+    model = keras.Sequential([
+        keras.Input((10, 10, 4)),
+        keras.layers.Conv2D(16, 3, padding="same"), keras.layers.BatchNormalization(),
+        keras.layers.Conv2D(32, 3, padding="same"), keras.layers.BatchNormalization(),
+        keras.layers.GlobalAveragePooling2D(),
+    ])
+    x = np.random.default_rng(8).standard_normal((2, 10, 10, 4)).astype(np.float32)
+    with tf.device(NPU):
+        for bn in (model.layers[1], model.layers[3]):       # not the identity batch norm
+            bn.moving_variance.assign(tf.fill(bn.moving_variance.shape, 2.5))
+            bn.gamma.assign(tf.fill(bn.gamma.shape, 0.7))
+        ge_compile.clear_recent()
+        infer = tf.function(lambda t: model(t, training=False))
+        check(model, infer, x)
+        (meta,) = [m for m in ge_compile.recent_compiles() if m.get("cached_conversions")]
+        assert meta["cached_transient"] >= 2, meta          # both scaled filters
+        infer(x)                                            # cached now
+        model.layers[2].kernel.assign(model.layers[2].kernel * -2.0)
+        check(model, infer, x)
+        model.layers[1].gamma.assign(tf.fill(model.layers[1].gamma.shape, -1.3))
+        check(model, infer, x)
+        model.layers[0].kernel.assign(model.layers[0].kernel * 0.5)
+        check(model, infer, x)
+
+
 @pytest.mark.parametrize("write", ["assign", "assign_add", "assign_sub", "optimizer", "tf1_apply"])
 def test_a_write_to_a_weight_is_seen_by_the_next_inference(write):
     x = np.random.default_rng(2).standard_normal((2, 12, 12, 3)).astype(np.float32)

@@ -14,6 +14,7 @@ class Graph:
         self.library = library           # FunctionDefLibrary proto or None
         self.versions = versions         # VersionDef proto or None
         self._held = []                  # every node ever added, removed ones too (dispose)
+        self.edits = 0                   # nodes added and removed so far
 
     def __iter__(self):
         return iter(list(self.nodes.values()))
@@ -29,10 +30,12 @@ class Graph:
             raise CompileError(f"duplicate node name {node.name!r}", node=node.name, op=node.op)
         self.nodes[node.name] = node
         self._held.append(node)
+        self.edits += 1
         return node
 
     def remove(self, node: Node):
         del self.nodes[node.name]
+        self.edits += 1
 
     def dispose(self):
         """Breaks the node <-> value reference cycles of every node this graph ever held, so

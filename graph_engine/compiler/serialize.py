@@ -59,6 +59,7 @@ def build_model(c) -> mf.Model:
                                        for k in p.kernels),
         "cached_conversions": plan.cached_conversions,
         "cached_bytes": plan.cached_bytes,
+        "cached_transient": plan.cached_transient,
         "arena_bytes": plan.arena_bytes,
         "live_bytes_lower_bound": plan.lower_bound_bytes,
         "no_reuse_bytes": plan.no_reuse_bytes,

@@ -17,12 +17,14 @@ its model cache on it, npu_device's bridge its compile events, signature counts 
 import dataclasses
 import hashlib
 
-from graph_engine.compiler import gc_pause, reports
+from tensorflow.core.framework import node_def_pb2
+
+from graph_engine.compiler import attrs as attr_util, gc_pause, reports
 from graph_engine.ops.errors import CompileError
 from graph_engine.compiler.graphdef import export_graph_def, import_graph_def
 from graph_engine.compiler.options import or_defaults, to_json
 from graph_engine.compiler.partition import (candidates, cpu_lists, dag, host_logic, rewrite,
-                                             runtime_slices, variable_updates)
+                                             runtime_slices, static_shapes, variable_updates)
 from graph_engine.compiler.partition.clusters import form_clusters
 from graph_engine.compiler.partition.contexts import MIXED, control_contexts
 
@@ -37,6 +39,10 @@ class PartitionResult:
     graph_def: bytes       # the rewritten GraphDef (the request itself when nothing changed)
     report: reports.PartitionReport
     clusters: dict         # name -> cluster key of each NpuGraphOp this partitioning made
+    # name -> (input shapes, compile request: serialized NodeDef with _input_shapes) of the
+    # first call the NpuGraphOp will make, for those whose input shapes the graph fixes
+    # (static_shapes.py)
+    requests: dict = dataclasses.field(default_factory=dict)
 
 
 def cluster_key(cluster, options_json):
@@ -161,9 +167,23 @@ def partition_graph_with_report(graphdef_bytes, options=None) -> PartitionResult
             result = PartitionResult(bytes(graphdef_bytes), report, {})
         else:
             clusters = {name: g.nodes[name].attr("cluster_key") for name in report.clusters}
-            result = PartitionResult(export_graph_def(g).SerializeToString(), report, clusters)
+            gd = export_graph_def(g)
+            result = PartitionResult(gd.SerializeToString(), report, clusters,
+                                     _compile_requests(g, gd, clusters))
         g.dispose()             # the IR goes now, by reference counting
         return result
+
+
+def _compile_requests(g, gd, clusters):
+    shapes = {name: static_shapes.input_shapes(g.nodes[name]) for name in clusters}
+    requests = {}
+    for nd in gd.node:
+        if shapes.get(nd.name) is not None:
+            request = node_def_pb2.NodeDef()
+            request.CopyFrom(nd)
+            request.attr["_input_shapes"].CopyFrom(attr_util.make(shapes=shapes[nd.name]))
+            requests[nd.name] = (shapes[nd.name], request.SerializeToString())
+    return requests
 
 
 def partition_graph(graphdef_bytes, options=None) -> bytes:

@@ -75,18 +75,25 @@ def form_clusters(topo, clusterable, ctx, cloned=frozenset()):
                 if not compatible(p, n):
                     continue
                 a, b = find(index[p]), find(index[n])
-                if a != b and b in cycles.out[a] and cycles.contract(a, b):
-                    rep[b] = a
-                    merged = True
+                if a != b and b in cycles.out[a]:
+                    kept = cycles.contract(a, b)
+                    if kept is not None:
+                        rep[a] = rep[b] = kept
+                        merged = True
         if not merged:
             break
     reps = list(dict.fromkeys(find(index[n]) for n in topo if n in clusterable))
-    for i, a in enumerate(reps):
-        if find(a) != a:
+    absorbed = set()                        # reps merged into an earlier one
+    for i, first in enumerate(reps):
+        if first in absorbed:
             continue
         for b in reps[i + 1:]:
-            if find(b) == b and compatible(topo[a], topo[b]) and cycles.merge(a, b):
-                rep[b] = a
+            a = find(first)
+            if b not in absorbed and compatible(topo[first], topo[b]):
+                kept = cycles.merge(a, b)
+                if kept is not None:
+                    rep[a] = rep[b] = kept
+                    absorbed.add(b)
     groups = {}
     for n in topo:
         if n in clusterable:

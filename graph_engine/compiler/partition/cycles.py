@@ -1,8 +1,8 @@
 """Edge contraction on a DAG that stays acyclic: the partitioner's cycle check.
 
 Nodes are ints. A dynamic topological order (Pearce & Kelly) makes "does another path lead
-from a to b?" a search bounded to the ranks between a and b. Contracting a -> b merges b into
-a unless such a path exists: then the merged node would sit on a cycle.
+from a to b?" a search bounded to the ranks between a and b. Contracting a -> b merges the two
+nodes unless such a path exists: then the merged node would sit on a cycle.
 
 That search runs from both ends at once (reachability.path_exists): a grown cluster has a
 fan-out of hundreds (searching forwards from it visited most of a training graph per merge,
@@ -47,20 +47,28 @@ class GraphCycles:
         return path_exists((x,), (y,), self.out, self.inn, self.rank)
 
     def contract(self, a, b):
-        """Merges b into a along the edge a -> b, unless another a ~> b path exists."""
+        """Merges a and b along the edge a -> b, unless another a ~> b path exists; returns
+        the node that stands for both (the other is left without edges), or None."""
         self.remove_edge(a, b)
         if self.reachable(a, b):
             self.add_edge(a, b)
-            return False
-        self._move_edges(b, a)
-        return True
+            return None
+        return self._merge_edges(a, b)
 
     def merge(self, a, b):
-        """Merges b into a when no path connects them either way (siblings)."""
+        """Merges siblings a and b (no path connects them either way); returns the node that
+        stands for both, or None."""
         if self.reachable(a, b) or self.reachable(b, a):
-            return False
+            return None
+        return self._merge_edges(a, b)
+
+    def _merge_edges(self, a, b):
+        # The node with fewer edges moves them to the other: a grown cluster holds hundreds,
+        # and moving those onto each node it absorbs was quadratic in the cluster's size.
+        if len(self.out[a]) + len(self.inn[a]) < len(self.out[b]) + len(self.inn[b]):
+            a, b = b, a
         self._move_edges(b, a)
-        return True
+        return a
 
     def _move_edges(self, b, a):
         # Cannot close a cycle: that would need a path between a and b besides the contracted

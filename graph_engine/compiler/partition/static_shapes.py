@@ -1,0 +1,49 @@
+"""The input shapes an NpuGraphOp will be called with, when the graph already fixes them.
+
+The graph Grappler hands over has no shape annotations on most nodes, but a function's inputs
+carry what TF traced them with: `_output_shapes` on a data _Arg, `_handle_shapes` on a
+resource _Arg (its variable's shape). A cluster's inputs are mostly such args, variables read
+from them and constants, so their shapes follow without running shape inference over TF ops
+the engine does not model. With every input's shape known (and no `values` input, whose
+contents the compile needs too) the cluster's compile request can be made at partition time,
+before TF has placed and instantiated the graph (npu_device compiles it ahead meanwhile).
+"""
+# Ops whose output has the shape of their first input.
+_SAME_SHAPE = ("Identity", "Cast", "StopGradient", "Snapshot")
+
+
+def _concrete(shape_proto):
+    if shape_proto.unknown_rank or any(d.size < 0 for d in shape_proto.dim):
+        return None
+    return tuple(d.size for d in shape_proto.dim)
+
+
+def _shape(value, depth=0):
+    """The static shape of IR Value `value`, or None when the graph does not fix it."""
+    node = value.node
+    if node.op == "_Arg":
+        av = node.attrs.get("_output_shapes")
+        shapes = av.list.shape if av is not None else ()
+        return _concrete(shapes[value.index]) if value.index < len(shapes) else None
+    if node.op == "Const":
+        return _concrete(node.attrs["value"].tensor.tensor_shape)
+    if node.op == "ReadVariableOp" and node.inputs and node.inputs[0].node.op == "_Arg":
+        av = node.inputs[0].node.attrs.get("_handle_shapes")
+        shapes = av.list.shape if av is not None else ()
+        return _concrete(shapes[0]) if len(shapes) == 1 else None
+    if node.op in _SAME_SHAPE and node.inputs and depth < 8:
+        return _shape(node.inputs[0], depth + 1)
+    return None
+
+
+def input_shapes(npu_graph_op):
+    """[shape per input] of an NpuGraphOp IR node when all are fixed, else None."""
+    if npu_graph_op.attr("Tvalues"):
+        return None
+    shapes = []
+    for v in npu_graph_op.inputs:
+        s = _shape(v)
+        if s is None:
+            return None
+        shapes.append(s)
+    return shapes
