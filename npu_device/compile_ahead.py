@@ -10,8 +10,10 @@ meanwhile, and the NpuGraphOp's request takes the result, waiting for it if it i
 A job that has not started when its request comes is dropped (the requesting thread compiles
 itself, as without this); a failed job is forgotten (the request compiles again and reports
 the failure the usual way); a job no request takes (the cluster ran with other shapes, or not
-at all) is dropped once MAX_KEPT newer ones exist.
+at all) is dropped once MAX_KEPT newer ones exist. At interpreter exit queued jobs are dropped
+and a running one is waited for, so that no compile runs while the interpreter tears down.
 """
+import atexit
 import collections
 import threading
 import time
@@ -34,6 +36,8 @@ _wake = threading.Condition(_lock)
 _jobs = collections.OrderedDict()      # (cluster key, shapes) -> _Job, oldest first
 _queue = collections.deque()           # queued _Jobs
 _worker = None
+_running = None                        # the _Job the worker is compiling
+_closed = False
 
 
 def _key(cluster_key, shapes):
@@ -46,7 +50,7 @@ def submit(cluster_key, shapes, request, build):
     global _worker
     key = _key(cluster_key, shapes)
     with _lock:
-        if key in _jobs:
+        if _closed or key in _jobs:
             return
         job = _jobs[key] = _Job(request, build)
         _queue.append(job)
@@ -82,17 +86,30 @@ def pending():
         return len(_jobs)
 
 
+@atexit.register
+def _stop(timeout=60):
+    global _closed
+    with _lock:
+        _closed = True
+        _queue.clear()
+        job = _running
+    if job is not None:
+        job.done.wait(timeout)
+
+
 def _work():
+    global _running
     while True:
         with _lock:
             while not _queue:
                 _wake.wait()
-            job = _queue.popleft()
+            job = _running = _queue.popleft()
             job.state = _RUNNING
         try:
             job.result = job.build(job.request)
         except BaseException as e:  # noqa: BLE001  (the request compiles again and reports it)
             job.error = e
         job.request = job.build = None
-        job.state = _DONE
+        with _lock:
+            job.state, _running = _DONE, None
         job.done.set()

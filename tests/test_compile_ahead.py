@@ -152,3 +152,23 @@ def test_open_shapes_compile_on_request():
     out, models = _first_call_models(f, tf.constant(X))
     np.testing.assert_allclose(out.numpy(), np.maximum(X, 0) * 3, rtol=1e-6)
     assert len(models) == 1 and models[0].waited is None
+
+
+def test_exit_waits_for_the_running_compile_and_drops_queued_ones(tmp_path):
+    """No compile may run while the interpreter tears down."""
+    import subprocess
+    import sys
+    script = f"""
+import threading, time
+from npu_device import compile_ahead
+started = threading.Event()
+def build(request):
+    started.set()
+    time.sleep(0.5)
+    open({str(tmp_path / 'done')!r} + request, 'w').close()
+compile_ahead.submit("k1", [[1]], "1", build)
+compile_ahead.submit("k2", [[1]], "2", build)
+started.wait(10)
+"""
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=120)
+    assert (tmp_path / "done1").exists() and not (tmp_path / "done2").exists()
