@@ -146,7 +146,10 @@ POOL_CASES = [  # input NHWC, window, strides, padding
     ((2, 9, 10, 3), (3, 3), (2, 2), "SAME"),
     ((2, 9, 10, 3), (2, 3), (2, 1), "VALID"),
     ((1, 8, 8, 130), (3, 3), (1, 1), "SAME"),
+    ((2, 8, 10, 70), (2, 2), (2, 2), "VALID"),   # windows tile the input: dx written once
+    ((1, 9, 8, 5), (2, 2), (2, 2), "VALID"),     # a row no window covers
 ]
+POOL_IDS = ["same", "valid", "wide-channels", "tiling", "uncovered-row"]
 
 
 def pool_reference(op, x, **attrs):
@@ -162,7 +165,7 @@ def pool_attrs(window, strides, padding, data_format):
 
 @pytest.mark.parametrize("data_format", ["NHWC", "NCHW"])
 @pytest.mark.parametrize("op", ["MaxPool", "AvgPool"])
-@pytest.mark.parametrize("case", POOL_CASES, ids=["same", "valid", "wide-channels"])
+@pytest.mark.parametrize("case", POOL_CASES, ids=POOL_IDS)
 def test_pooling(case, op, data_format):
     xs, window, strides, padding = case
     x = random(xs, np.float32, seed=15)
@@ -182,8 +185,31 @@ def test_pooling_half_storage(op, dtype):
     assert_float_close(run1(op, [x], dtype, ref.shape, **attrs), ref, dtype)
 
 
+@pytest.mark.parametrize("case", POOL_CASES, ids=POOL_IDS)
+def test_max_pool_grad_writes_every_element_of_a_reused_buffer(case):
+    """dx goes to arena bytes an earlier kernel wrote: each element must be written, where a
+    window covers it or not (the tiling case writes dx once instead of zeroing it first)."""
+    from graph_engine.compiler import model_format as mf
+    from test_kernels_harness import GraphBuilder
+    xs, window, strides, padding = case
+    x = random(xs, np.float32, 0, 2, seed=19).round()
+    attrs = pool_attrs(window, strides, padding, "NHWC")
+    y = pool_reference("MaxPool", x, **attrs)
+    dy = random(y.shape, np.float32, seed=20)
+    ref = tf_cpu("MaxPoolGrad", orig_input=x, orig_output=y, grad=dy, **attrs)
+    g = GraphBuilder()
+    ins = [g.input(np.float32, a.shape) for a in (x, y, dy, x)]
+    old = g.arena_value(np.float32, xs)
+    g.kernel("Neg", [ins[3]], [old])                          # old bytes: -x - 7
+    dx = g._value(np.float32, xs, mf.Kind.ARENA, g.values[old].where)
+    g.kernel("MaxPoolGrad", ins[:3], [dx], **attrs)
+    g.add_output(dx)
+    got = g.load().run([x, y, dy, x + 7])[0]
+    assert_float_close(got, ref, np.float32, grad=True)
+
+
 @pytest.mark.parametrize("data_format", ["NHWC", "NCHW"])
-@pytest.mark.parametrize("case", POOL_CASES, ids=["same", "valid", "wide-channels"])
+@pytest.mark.parametrize("case", POOL_CASES, ids=POOL_IDS)
 def test_max_pool_grad_ties_go_to_the_first_maximum(case, data_format):
     xs, window, strides, padding = case
     x = random(xs, np.float32, 0, 2, seed=17).round()   # many equal maxima per window
@@ -199,7 +225,7 @@ def test_max_pool_grad_ties_go_to_the_first_maximum(case, data_format):
 
 
 @pytest.mark.parametrize("data_format", ["NHWC", "NCHW"])
-@pytest.mark.parametrize("case", POOL_CASES, ids=["same", "valid", "wide-channels"])
+@pytest.mark.parametrize("case", POOL_CASES, ids=POOL_IDS)
 def test_avg_pool_grad(case, data_format):
     xs, window, strides, padding = case
     nhwc = pool_attrs(window, strides, padding, "NHWC")

@@ -14,6 +14,33 @@ namespace {
 
 enum class PoolKind { kMax, kAvg, kMaxGrad, kAvgGrad, kMaxGradGrad };
 
+// The channel loops of the NHWC layout, over contiguous channels. Restrict parameters let them
+// vectorize: written inline on an array the window lambda captured, they stayed scalar (the
+// compiler could not rule out that the input aliases it), 3x slower than TF's max pooling.
+void MaxInto(float* __restrict acc, const float* __restrict x, int64_t n) {
+  for (int64_t c = 0; c < n; ++c) acc[c] = std::max(acc[c], x[c]);
+}
+
+void AddInto(float* __restrict acc, const float* __restrict x, int64_t n) {
+  for (int64_t c = 0; c < n; ++c) acc[c] += x[c];
+}
+
+// Window element k against the best so far: a strictly greater value wins (scan order).
+void ArgMaxStep(float* __restrict best, int32_t* __restrict which, const float* __restrict x,
+                int32_t k, int64_t n) {
+  for (int64_t c = 0; c < n; ++c) {
+    const bool greater = x[c] > best[c];
+    best[c] = greater ? x[c] : best[c];
+    which[c] = greater ? k : which[c];
+  }
+}
+
+// dx of window element k when windows tile the input: the gradient where it was the maximum.
+void GradAt(float* __restrict dx, const int32_t* __restrict which, const float* __restrict dy,
+            int32_t k, int64_t n) {
+  for (int64_t c = 0; c < n; ++c) dx[c] = which[c] == k ? dy[c] : 0.0f;
+}
+
 class PoolKernel : public Kernel {
  public:
   PoolKernel(PoolKind kind, Window2D g, int dtype) : kind_(kind), g_(g), dtype_(dtype) {
@@ -88,7 +115,11 @@ class PoolKernel : public Kernel {
       for (int64_t ow = 0; ow < g_.ow; ++ow) {
         std::fill(acc, acc + (c1 - c0), LowestOf(dtype_));   // TF's start: NaN never wins
         ForWindow(n, oh, ow, [&](int64_t at) {
-          for (int64_t c = c0; c < c1; ++c) acc[c - c0] = std::max(acc[c - c0], x[at + c * InStride<kNhwc>()]);
+          if constexpr (kNhwc) {
+            MaxInto(acc, x + at + c0, c1 - c0);
+          } else {
+            for (int64_t c = c0; c < c1; ++c) acc[c - c0] = std::max(acc[c - c0], x[at + c * InStride<kNhwc>()]);
+          }
         });
         for (int64_t c = c0; c < c1; ++c) y[OutAt(n, oh, ow) + c * OutStride<kNhwc>()] = acc[c - c0];
       }
@@ -102,7 +133,11 @@ class PoolKernel : public Kernel {
       for (int64_t ow = 0; ow < g_.ow; ++ow) {
         std::fill(acc, acc + (c1 - c0), 0.0f);
         ForWindow(n, oh, ow, [&](int64_t at) {
-          for (int64_t c = c0; c < c1; ++c) acc[c - c0] += x[at + c * InStride<kNhwc>()];
+          if constexpr (kNhwc) {
+            AddInto(acc, x + at + c0, c1 - c0);
+          } else {
+            for (int64_t c = c0; c < c1; ++c) acc[c - c0] += x[at + c * InStride<kNhwc>()];
+          }
         });
         const float count = static_cast<float>(WindowCount(oh, ow));
         for (int64_t c = c0; c < c1; ++c) y[OutAt(n, oh, ow) + c * OutStride<kNhwc>()] = acc[c - c0] / count;
@@ -119,9 +154,17 @@ class PoolKernel : public Kernel {
   // The gradient goes to the first maximum of each window (a strictly greater value wins,
   // in scan order). The search keeps, per channel, the best value and its window position:
   // selects over local arrays, which vectorize.
+  // Windows that tile the input exactly (MaxPooling2D's default 2x2, stride 2, on even sizes):
+  // every input element is in one window, so dx is written once, without zeroing it first.
+  bool Tiles() const {
+    return g_.sh == g_.kh && g_.sw == g_.kw && g_.pad_top == 0 && g_.pad_left == 0 &&
+           g_.oh * g_.kh == g_.h && g_.ow * g_.kw == g_.w;
+  }
+
   template <bool kNhwc>
   void MaxGrad(const float* x, const float* dy, float* dx, int64_t n, int64_t c0, int64_t c1) const {
-    ZeroInput<kNhwc>(dx, n, c0, c1);
+    const bool tiles = kNhwc && Tiles();
+    if (!tiles) ZeroInput<kNhwc>(dx, n, c0, c1);
     const int64_t ics = InStride<kNhwc>(), ocs = OutStride<kNhwc>(), nc = c1 - c0;
     std::vector<int64_t> window(g_.kh * g_.kw);
     float best[64];
@@ -137,6 +180,10 @@ class PoolKernel : public Kernel {
         }
         for (int32_t k = 1; k < count; ++k) {
           const float* pixel = x + window[k];
+          if constexpr (kNhwc) {
+            ArgMaxStep(best, which, pixel, k, nc);
+            continue;
+          }
           for (int64_t c = 0; c < nc; ++c) {
             const float v = pixel[c * ics];
             const bool greater = v > best[c];
@@ -145,6 +192,10 @@ class PoolKernel : public Kernel {
           }
         }
         const float* grad = dy + OutAt(n, oh, ow) + c0 * ocs;
+        if (tiles) {
+          for (int32_t k = 0; k < count; ++k) GradAt(dx + window[k], which, grad, k, nc);
+          continue;
+        }
         for (int64_t c = 0; c < nc; ++c) dx[window[which[c]] + c * ics] += grad[c * ocs];
       }
   }
