@@ -169,7 +169,7 @@ def cached_conversions(program, buffers, kind):
 
 
 def _place_cached(program, buffers, cached, kind, where):
-    """Offsets in the cached region for the outputs of the `cached` kernels; returns its size.
+    """Offsets in the cached region for the outputs of the `cached` kernels.
 
     A value the runtime keeps for later runs needs bytes of its own. One read only by cached
     kernels that depend on the same graph inputs as its producer (the filter scaled by a folded
@@ -223,18 +223,37 @@ def _place_cached(program, buffers, cached, kind, where):
 
 
 def _run_late(program, buffers, cached):
-    """Moves each cached kernel to just before the first kernel that reads its outputs (they
-    read graph inputs, constants and cached values only, so any place before that reader is
-    right): a filter's scaling then runs next to its conversion, not with every other one at
-    the start, and the transient values between them stop overlapping."""
+    """Moves each cached kernel to just before the first other kernel that needs its outputs,
+    directly or through other cached kernels (they read graph inputs, constants and cached
+    values only, so any place before that kernel is right): a filter's scaling then runs next
+    to its conversion, not with every other one at the start, and the transient values between
+    them stop overlapping. Cached kernels keep their relative order."""
     kernels = program.kernels
-    for k in reversed(cached):
-        i = next(j for j, x in enumerate(kernels) if x is k)
-        mine = set(k.outputs)
-        first = next((j for j in range(i + 1, len(kernels))
-                      if any(buffers.root(x) in mine for x in kernels[j].inputs)), len(kernels))
-        if first > i + 1:
-            kernels.insert(first - 1, kernels.pop(i))
+    index = {id(k): i for i, k in enumerate(kernels)}
+    is_cached = {id(k) for k in cached}
+    readers = {}
+    for k in kernels:
+        for x in k.inputs:
+            readers.setdefault(buffers.root(x), []).append(k)
+    anchor = {}                       # cached kernel -> the kernel it must precede (None: end)
+    for k in reversed(kernels):
+        if id(k) not in is_cached:
+            continue
+        needs = [anchor[id(r)] if id(r) in is_cached else r
+                 for v in k.outputs for r in readers.get(v, ())]
+        anchor[id(k)] = min((r for r in needs if r is not None), key=lambda r: index[id(r)],
+                            default=None)
+    before = {}
+    for k in kernels:
+        if id(k) in is_cached:
+            before.setdefault(id(anchor[id(k)]) if anchor[id(k)] is not None else None,
+                              []).append(k)
+    order = []
+    for k in kernels:
+        if id(k) not in is_cached:
+            order += before.get(id(k), [])
+            order.append(k)
+    program.kernels[:] = order + before.get(None, [])
 
 
 def _in_place(program, buffers, kind, last_read):
