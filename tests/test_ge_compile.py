@@ -50,10 +50,10 @@ def mlp_step(x, y, w1, b1, w2, b2):
     return [loss, logits] + grads
 
 
-def mlp_args(dtype=np.float32):
-    return [R.standard_normal((16, 20)).astype(dtype), R.integers(0, 10, 16).astype(np.int32),
-            (R.standard_normal((20, 32)) * 0.3).astype(dtype), np.zeros(32, dtype),
-            (R.standard_normal((32, 10)) * 0.3).astype(dtype), np.zeros(10, dtype)]
+def mlp_args(dtype=np.float32, rng=R):
+    return [rng.standard_normal((16, 20)).astype(dtype), rng.integers(0, 10, 16).astype(np.int32),
+            (rng.standard_normal((20, 32)) * 0.3).astype(dtype), np.zeros(32, dtype),
+            (rng.standard_normal((32, 10)) * 0.3).astype(dtype), np.zeros(10, dtype)]
 
 
 FWD, GRAD = (1e-5, 1e-6), (1e-4, 1e-6)

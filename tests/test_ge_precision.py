@@ -94,8 +94,11 @@ def test_mixed_precision_follows_the_lists():
 
 def test_mixed_precision_training_step_stays_close():
     """Forward and backward in bfloat16 where the lists allow: loss and gradients stay within
-    bfloat16 error of float32 TF."""
-    args = mlp_args()
+    bfloat16 error of float32 TF. Data of its own, not the shared generator's next draw (which
+    depends on the tests run before): about one draw in four puts a hidden pre-activation within
+    bfloat16 rounding of zero, ReLU's mask flips there, and a whole row of w1's gradient moves
+    (6-7% of its norm), a property of the precision, not an error."""
+    args = mlp_args(rng=np.random.default_rng(0))
     m, got = compile_with(mlp_step, args, precision="allow_mix_precision_bf16")
     assert dt.DT_BFLOAT16 in kernel_types(m, "MatMul")
     want = tf.function(mlp_step)(*args)
