@@ -161,7 +161,7 @@ def _partition(request):
     result = api.partition_graph_with_report(request, _compile_options(opts))
     for name, (shapes, compile_request) in result.requests.items():
         compile_ahead.submit(result.clusters[name], shapes, compile_request,
-                             lambda r, opts=opts: _build(r, opts))
+                             lambda r, opts=opts, name=name: _build(r, opts, name))
     return result.graph_def, PartitionEvent(result.report, result.clusters,
                                             time.perf_counter() - start)
 
@@ -288,7 +288,7 @@ def _compile_model(request):
     if ahead is not None:
         (result, from_disk, seconds), waited = ahead
     else:
-        result, from_disk, seconds = _build(request, opts, nd)
+        result, from_disk, seconds = _build(request, opts, nd.name)
         waited = None
     if from_disk:
         _mark_from_disk()
@@ -300,14 +300,11 @@ def _compile_model(request):
     return result.model, event
 
 
-def _build(request, opts, nd=None):
-    """(api.CompileResult, from the disk cache?, seconds) of a compile request, through the
-    disk compile cache of options `opts`."""
+def _build(request, opts, name):
+    """(api.CompileResult, from the disk cache?, seconds) of a compile request for node `name`
+    (for the log), through the disk compile cache of options `opts`."""
     global _disk_cache_writes
     from graph_engine.compiler import api
-    if nd is None:
-        from tensorflow.core.framework import node_def_pb2
-        nd = node_def_pb2.NodeDef.FromString(bytes(request))
     compile_options = _compile_options(opts)
     cache, mode = _disk_cache(opts)
     disk_key = result = None
@@ -316,14 +313,14 @@ def _build(request, opts, nd=None):
         try:
             disk_key = _disk_key(request, compile_options)
         except Exception as e:  # noqa: BLE001  (compile_model below reports a bad request)
-            _log.debug("npu_device: no disk cache key for %r: %s", nd.name, e)
+            _log.debug("npu_device: no disk cache key for %r: %s", name, e)
             cache = None
     # A compile that dumps its graphs (dump_graph_path) runs, so that the dumps are written.
     if cache is not None and mode == "enable" and not opts.dump_graph_path:
         result = _from_disk(cache, disk_key)
     from_disk = result is not None
     if from_disk:
-        _log.debug("npu_device: %r loaded from the disk compile cache (%s)", nd.name,
+        _log.debug("npu_device: %r loaded from the disk compile cache (%s)", name,
                    cache.path(disk_key))
     else:
         result = api.compile_model_with_report(request, compile_options)
@@ -331,7 +328,7 @@ def _build(request, opts, nd=None):
                                            opts.op_compiler_cache_max_size):
             with _lock:
                 _disk_cache_writes += 1
-            _log.debug("npu_device: %r stored in the disk compile cache (%s)", nd.name,
+            _log.debug("npu_device: %r stored in the disk compile cache (%s)", name,
                        cache.path(disk_key))
     return result, from_disk, time.perf_counter() - start
 

@@ -169,7 +169,8 @@ def cached_conversions(program, buffers, kind):
 
 
 def _place_cached(program, buffers, cached, kind, where):
-    """Offsets in the cached region for the outputs of the `cached` kernels.
+    """Offsets in the cached region for the outputs of the `cached` kernels; returns (region
+    size, transient values).
 
     A value the runtime keeps for later runs needs bytes of its own. One read only by cached
     kernels that depend on the same graph inputs as its producer (the filter scaled by a folded
@@ -177,8 +178,12 @@ def _place_cached(program, buffers, cached, kind, where):
     compute it, as the runtime re-runs a cached kernel exactly when one of those inputs changed:
     such transient values share bytes wherever their lifetimes in the run do not overlap (a
     ResNet50's inference model kept 94 MB of scaled filters besides their 94 MB conversions).
-    Returns (region size, transient values)."""
-    _run_late(program, buffers, cached)
+    Transient values take the start of the region, kept ones follow."""
+    readers = {}                      # buffer root -> kernels reading it
+    for k in program.kernels:
+        for x in k.inputs:
+            readers.setdefault(buffers.root(x), []).append(k)
+    _run_late(program, cached, readers)
     step_of = {id(k): i for i, k in enumerate(program.kernels)}
     cached = sorted(cached, key=lambda k: step_of[id(k)])
     producer, depends = {}, {}        # value -> its cached kernel; kernel -> graph inputs read
@@ -190,12 +195,9 @@ def _place_cached(program, buffers, cached, kind, where):
                 {r} if kind.get(r) == Kind.INPUT else set())
         depends[id(k)] = frozenset(deps)
         producer.update(dict.fromkeys(k.outputs, k))
-    readers = {}
-    for k in program.kernels:
-        for x in k.inputs:
-            readers.setdefault(buffers.root(x), []).append(k)
     returned = {buffers.root(v) for v in program.outputs}
-    size, placed, live, transient = 0, 0, [], 0   # live: (last step, offset, bytes)
+    transient, kept, live = {}, {}, []   # value -> offset; live: (last step, offset, bytes)
+    size = 0                             # of the transient values' part
     for k in cached:
         for v in k.outputs:
             kind[v] = Kind.CACHED
@@ -203,7 +205,7 @@ def _place_cached(program, buffers, cached, kind, where):
             users = readers.get(v, [])
             if v in returned or not users or any(
                     id(r) not in depends or depends[id(r)] != depends[id(k)] for r in users):
-                where[v], placed = placed, placed + n       # kept: placed after the transients
+                kept[v] = n
                 continue
             first, last = step_of[id(k)], max(step_of[id(r)] for r in users)
             live = [t for t in live if t[0] >= first]
@@ -213,28 +215,24 @@ def _place_cached(program, buffers, cached, kind, where):
                     break
                 offset = max(offset, o + b)
             live.append((last, offset, n))
-            transient += 1
-            where[v] = -1 - offset                          # final offset once size is known
+            transient[v] = offset
             size = max(size, offset + n)
-    for k in cached:
-        for v in k.outputs:
-            where[v] = -1 - where[v] if where[v] < 0 else size + where[v]
-    return size + placed, transient
+    where.update(transient)
+    for v, n in kept.items():
+        where[v], size = size, size + n
+    return size, len(transient)
 
 
-def _run_late(program, buffers, cached):
+def _run_late(program, cached, readers):
     """Moves each cached kernel to just before the first other kernel that needs its outputs,
     directly or through other cached kernels (they read graph inputs, constants and cached
     values only, so any place before that kernel is right): a filter's scaling then runs next
     to its conversion, not with every other one at the start, and the transient values between
-    them stop overlapping. Cached kernels keep their relative order."""
+    them stop overlapping. Cached kernels keep their relative order. `readers`: buffer root ->
+    the kernels reading it."""
     kernels = program.kernels
     index = {id(k): i for i, k in enumerate(kernels)}
     is_cached = {id(k) for k in cached}
-    readers = {}
-    for k in kernels:
-        for x in k.inputs:
-            readers.setdefault(buffers.root(x), []).append(k)
     anchor = {}                       # cached kernel -> the kernel it must precede (None: end)
     for k in reversed(kernels):
         if id(k) not in is_cached:

@@ -151,9 +151,6 @@ class PoolKernel : public Kernel {
         for (int64_t c = c0; c < c1; ++c) dx[n * in_[0] + ih * in_[1] + iw * in_[2] + c * InStride<kNhwc>()] = 0;
   }
 
-  // The gradient goes to the first maximum of each window (a strictly greater value wins,
-  // in scan order). The search keeps, per channel, the best value and its window position:
-  // selects over local arrays, which vectorize.
   // Windows that tile the input exactly (MaxPooling2D's default 2x2, stride 2, on even sizes):
   // every input element is in one window, so dx is written once, without zeroing it first.
   bool Tiles() const {
@@ -161,6 +158,9 @@ class PoolKernel : public Kernel {
            g_.oh * g_.kh == g_.h && g_.ow * g_.kw == g_.w;
   }
 
+  // The gradient goes to the first maximum of each window (a strictly greater value wins,
+  // in scan order). The search keeps, per channel, the best value and its window position:
+  // selects over local arrays, which vectorize.
   template <bool kNhwc>
   void MaxGrad(const float* x, const float* dy, float* dx, int64_t n, int64_t c0, int64_t c1) const {
     const bool tiles = kNhwc && Tiles();
@@ -182,13 +182,13 @@ class PoolKernel : public Kernel {
           const float* pixel = x + window[k];
           if constexpr (kNhwc) {
             ArgMaxStep(best, which, pixel, k, nc);
-            continue;
-          }
-          for (int64_t c = 0; c < nc; ++c) {
-            const float v = pixel[c * ics];
-            const bool greater = v > best[c];
-            best[c] = greater ? v : best[c];
-            which[c] = greater ? k : which[c];
+          } else {
+            for (int64_t c = 0; c < nc; ++c) {
+              const float v = pixel[c * ics];
+              const bool greater = v > best[c];
+              best[c] = greater ? v : best[c];
+              which[c] = greater ? k : which[c];
+            }
           }
         }
         const float* grad = dy + OutAt(n, oh, ow) + c0 * ocs;
