@@ -32,6 +32,12 @@ import numpy as np
 
 NPU, CPU = "/device:NPU:0", "/device:CPU:0"
 WARMUP_STEPS, WARMUP_SECONDS, ROUNDS = 20, 0.5, 5
+# Untimed steps at the start of each round, at least this many and this long: the other
+# device's round leaves its threads behind. Measured on the 2-vCPU VM (mlp inference, medians
+# over rounds): the NPU's first steps after a CPU round took 475, 426, 394 us, then 375 (TF's
+# pool threads still held the cores); the CPU's first after an NPU round 443, 402, 393, then
+# 465 (the NPU pool's polling workers had kept the idle vCPUs awake, which TF alone does not).
+SETTLE_STEPS, SETTLE_SECONDS = 3, 0.05
 PLUMBING = {"_Arg", "_Retval", "_DeviceArg", "_DeviceRetval", "NoOp"}
 MODES = ("train", "infer")
 
@@ -115,10 +121,10 @@ def _warm_up(f, args, dev):
 
 def _median_steps(runs, steps, rounds=ROUNDS):
     """Median step seconds of each (f, args, dev) in `runs`, each warmed up, then timed in
-    `rounds` alternating rounds of about steps/rounds steps, each round after one untimed step
-    (the other device's round left its caches and threads behind): a machine whose speed
-    drifts (another process, CPU frequency) shifts every device alike instead of the one timed
-    then."""
+    `rounds` alternating rounds of about steps/rounds steps: a machine whose speed drifts
+    (another process, CPU frequency) shifts every device alike instead of the one timed then.
+    Each round first settles (SETTLE_STEPS untimed steps and SETTLE_SECONDS), so that it times
+    its device's steady state, not the other device's leftovers."""
     import tensorflow as tf
     for f, args, dev in runs:
         _warm_up(f, args, dev)
@@ -127,7 +133,10 @@ def _median_steps(runs, steps, rounds=ROUNDS):
     for _ in range(rounds):
         for (f, args, dev), out in zip(runs, times):
             with tf.device(dev):
-                np.asarray(f(*args))
+                start, settled = time.perf_counter(), 0
+                while settled < SETTLE_STEPS or time.perf_counter() - start < SETTLE_SECONDS:
+                    np.asarray(f(*args))
+                    settled += 1
                 for _ in range(per_round):
                     start = time.perf_counter()
                     np.asarray(f(*args))

@@ -72,7 +72,7 @@ def parse_args(argv):
     p.add_argument("--modes", default=",".join(MODES), help="train, infer or both (default)")
     p.add_argument("--quick", action="store_true",
                    help=f"models {','.join(workloads.QUICK)} and 3 timed steps, unless given")
-    p.add_argument("--steps", type=int, default=None, help="timed warm steps per device (10)")
+    p.add_argument("--steps", type=int, default=None, help="timed warm steps per device (20)")
     p.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results", "latest"),
                    help="output path without extension (.json and .md are written)")
     p.add_argument("--update-doc", action="store_true",
@@ -95,7 +95,7 @@ def parse_args(argv):
     bad = [m for m in a.mode_list if m not in MODES]
     if bad or not a.mode_list:
         p.error(f"--modes {a.modes!r}: choose from {', '.join(MODES)}")
-    a.steps = a.steps if a.steps is not None else (3 if a.quick else 10)
+    a.steps = a.steps if a.steps is not None else (3 if a.quick else 20)
     if a.steps < 1:
         p.error(f"--steps must be at least 1, got {a.steps}")
     return a

@@ -46,7 +46,8 @@ def storage_of(g, vid, dtype, shape, fmt):
 
 
 @pytest.mark.parametrize("dtype", ALL_DTYPES, ids=lambda d: np.dtype(d).name)
-@pytest.mark.parametrize("shape", [(2, 3, 4, 5), (1, 2, 2, 16), (2, 3, 3, 37), (3, 40), (1, 1, 1, 1)])
+@pytest.mark.parametrize("shape", [(2, 3, 4, 5), (1, 2, 2, 16), (2, 3, 3, 37), (3, 40), (1, 1, 1, 1),
+                                   (2, 5, 33, 3), (1, 2, 9, 32)])
 def test_transdata_nc1hwc0_storage_and_round_trip(shape, dtype):
     x = random(shape, dtype, -100, 100, seed=1)
     g = GraphBuilder()
@@ -59,6 +60,26 @@ def test_transdata_nc1hwc0_storage_and_round_trip(shape, dtype):
     np.testing.assert_array_equal(got_back, x)
     np.testing.assert_array_equal(got_storage, layout.pack(x, NC1HWC0))
     assert got_storage.shape[-1] == (32 if np.dtype(dtype).itemsize == 1 else 16)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int8], ids=["float32", "float16", "int8"])
+@pytest.mark.parametrize("shape", [(2, 4, 7, 3), (1, 3, 5, 37)])
+def test_transdata_to_nc1hwc0_zeroes_the_padding_of_a_reused_buffer(shape, dtype):
+    """The padded value goes to arena bytes an earlier kernel wrote: its padding lanes must
+    still read zero (the storage matches layout.pack byte for byte)."""
+    x = random(shape, dtype, -100, 100, seed=4)
+    storage = layout.storage_shape(NC1HWC0, shape, dt_enum(dtype))
+    junk = np.full(storage, 7, dtype)
+    g = GraphBuilder()
+    xin, junk_in = g.input(dtype, shape), g.input(dtype, storage)
+    old = g._value(dtype, storage, mf.Kind.ARENA, 0)
+    g.arena = g.values[old].nbytes
+    g.kernel("Identity", [junk_in], [old])                     # old bytes: all 7
+    packed = padded_value(g, dtype, shape, NC1HWC0, offset=0)
+    g.kernel("TransData", [xin], [packed], T=dt_enum(dtype), src_format=0, dst_format=int(NC1HWC0))
+    storage_of(g, packed, dtype, shape, NC1HWC0)
+    got = g.load().run([x, junk])[0]
+    np.testing.assert_array_equal(got, layout.pack(x, NC1HWC0))
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int8], ids=["float32", "float16", "int8"])
@@ -147,6 +168,10 @@ CONV_CASES = [  # input NHWC, filter HWIO, strides, padding, dilations
     ((2, 10, 10, 5), (3, 3, 5, 4), 1, "SAME", 2),
     ((2, 17, 17, 18), (3, 3, 18, 16), 2, "SAME", 1),
     ((4, 40, 40, 3), (3, 3, 3, 32), 1, "SAME", 1),
+    # direct rows (>= 8-pixel rows; the cases above with such rows too): a 7x7/2 stem, a
+    # non-square window
+    ((2, 23, 21, 3), (7, 7, 3, 64), 2, "SAME", 1),
+    ((3, 13, 14, 4), (2, 5, 4, 40), 1, "VALID", 1),
 ]
 
 
@@ -167,14 +192,15 @@ def test_conv2d_5hd_on_an_empty_batch():
     assert got.shape == (0, 4, 4, 5)
 
 
-@pytest.mark.parametrize("xs", [(2, 9, 9, 5), (1, 3, 3, 21)], ids=["compact", "per_block"])
-def test_conv2d_5hd_ignores_nan_in_input_padding_lanes(xs):
+@pytest.mark.parametrize("xs,d", [((2, 9, 9, 21), 1), ((2, 9, 9, 5), 2), ((1, 3, 3, 21), 1)],
+                         ids=["direct", "compact", "per_block"])
+def test_conv2d_5hd_ignores_nan_in_input_padding_lanes(xs, d):
     """NC1HWC0 padding lanes are unspecified (docs/layouts.md): NaN there must not reach the
-    output, neither through the compact im2col (>= 128 output pixels) nor per-block GEMMs."""
+    output, neither through the direct rows, the compact im2col (dilated) nor per-block GEMMs."""
     x, w = random(xs, seed=10), random((3, 3, xs[-1], 6), seed=11)
     storage = layout.pack(x, NC1HWC0).copy()
     storage[:, -1, ..., xs[-1] % 16:] = np.nan
-    attrs = dict(strides=[1, 1, 1, 1], padding="SAME", data_format="NHWC")
+    attrs = dict(strides=[1, 1, 1, 1], padding="SAME", data_format="NHWC", dilations=[1, d, d, 1])
     ref = tf_cpu("Conv2D", input=x, filter=w, **attrs)
     g = GraphBuilder("Conv2D")
     sin, win = g.input(np.float32, storage.shape), g.input(np.float32, w.shape)

@@ -3,6 +3,9 @@
 // NpuFusedConv2D is the forward pass plus an epilogue (bias, residual, activation; see
 // epilogue.h) applied to each GEMM block while it is in cache.
 //
+// A forward convolution (one group, undilated columns, whole vectors of output channels) runs
+// direct rows instead (conv_direct.h): no im2col copy, no GEMM packing.
+//
 // Grouped convolution (filter [KH, KW, C/G, OC], G groups; graph_engine/ops/conv.py): group g
 // contracts its input channels [g*C/G, (g+1)*C/G) with its filter columns [g*OC/G, (g+1)*OC/G)
 // into those output channels, one im2col + GEMM per group, its filter columns and gradient
@@ -12,6 +15,7 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/conv_direct.h"
 #include "kernels/depthwise.h"
 #include "kernels/epilogue.h"
 #include "kernels/format.h"
@@ -26,6 +30,11 @@ namespace {
 // About this many floats of im2col rows per block: large enough for an efficient GEMM,
 // small enough to stay in cache.
 constexpr int64_t kColsBlockFloats = 1 << 17;
+// A forward convolution runs direct rows (conv_direct.h) up to this contraction length
+// (measured faster up to 3x3x256 = 2304) from output rows this wide (ResNet50's 4-pixel rows
+// ran 2x slower: a strip of 4 pixels keeps too few accumulators); a 1x1 convolution that reads
+// its input in place stays a GEMM.
+constexpr int64_t kDirectMaxK = 2304, kDirectMinWidth = 8;
 
 // Output pixel p = (n * OH + oh) * OW + ow has the im2col row [KH, KW] of input pixels
 // (oh * sh - pad_top + kh * dh, ow * sw - pad_left + kw * dw). For each output pixel in
@@ -150,6 +159,24 @@ class ConvKernel : public Kernel {
     };
     const bool pointwise = groups_ == 1 && g_.kh == 1 && g_.kw == 1 && g_.sh == 1 && g_.sw == 1 &&
                            g_.pad_top == 0 && g_.pad_left == 0 && g_.oh == g_.h && g_.ow == g_.w;
+    if (!pointwise && groups_ == 1 && g_.dw == 1 && kkc() <= kDirectMaxK && oc_ % 16 == 0 &&
+        g_.ow >= kDirectMinWidth) {
+      // Zero-bordered input rows: every window reads its kh runs of kw * c floats in place.
+      const int64_t hp = std::max(g_.h + g_.pad_top, (g_.oh - 1) * g_.sh + (g_.kh - 1) * g_.dh + 1);
+      const int64_t wp = std::max(g_.w + g_.pad_left, (g_.ow - 1) * g_.sw + g_.kw);
+      float* padded = Scratch(kScratchPadded, g_.n * hp * wp * g_.c);
+      ZeroBordered(x.data(), g_.n, g_.h, g_.w, g_.c, g_.pad_top, g_.pad_left, hp, wp, padded);
+      ParallelFor(g_.n * g_.oh, 2 * g_.ow * kkc() * oc_, [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) {           // output row r = n * oh + its row
+          const DirectBlock input{padded + ((r / g_.oh) * hp + r % g_.oh * g_.sh) * wp * g_.c,
+                                  g_.sw * g_.c, g_.dh * wp * g_.c, g_.kw * g_.c};
+          DirectConvRow(&input, 1, g_.kh, g_.ow, f.data(), oc_, y.data() + r * g_.ow * oc_);
+          epilogue(r * g_.ow, (r + 1) * g_.ow);
+        }
+      });
+      y.Finish();
+      return;
+    }
     const int64_t rows = RowsPerBlock(), blocks = (pixels() + rows - 1) / rows;
     if (pointwise && (ep_.empty() || blocks < PlanThreads())) {
       // One GEMM parallel inside (a few large blocks would leave threads idle).
@@ -188,6 +215,10 @@ class ConvKernel : public Kernel {
     FloatIn f(dtype_, args.in(0), kkc() * oc_);
     NhwcIn dy(g_, dtype_, args.in(1), g_.oh, g_.ow, oc_);
     NhwcOut dx(g_, dtype_, args.out(0), g_.h, g_.w, g_.c);
+    if (DirectBackpropInput(f.data(), dy.data(), dx.data())) {
+      dx.Finish();
+      return;
+    }
     const int64_t per_image = g_.oh * g_.ow;
     if (groups_ == 1 && pixels() <= RowsPerBlock()) {
       // Small images (the last stages of a CNN): one GEMM over every pixel, parallel inside,
@@ -226,6 +257,37 @@ class ConvKernel : public Kernel {
       }
     });
     dx.Finish();
+  }
+
+  // A stride-1 convolution's dx is the forward convolution of dy with the filter turned
+  // around (taps reversed, in and out channels swapped) and the complementary padding: direct
+  // rows when they apply to it (one group, undilated, whole vectors of input channels, rows of
+  // at least kDirectMinWidth pixels). Returns false when they do not.
+  bool DirectBackpropInput(const float* f, const float* dy, float* dx) const {
+    const int64_t top = g_.kh - 1 - g_.pad_top, left = g_.kw - 1 - g_.pad_left;
+    if (groups_ != 1 || g_.sh != 1 || g_.sw != 1 || g_.dh != 1 || g_.dw != 1 || top < 0 ||
+        left < 0 || g_.c % 16 != 0 || g_.w < kDirectMinWidth || g_.kh * g_.kw * oc_ > kDirectMaxK)
+      return false;
+    // turned[(kh', kw', o), c] = W[(KH-1-kh', KW-1-kw', c), o]
+    const int64_t taps = g_.kh * g_.kw;
+    float* turned = Scratch(kScratchGroup, taps * oc_ * g_.c);
+    for (int64_t t = 0; t < taps; ++t) {
+      const float* tap = f + (taps - 1 - t) * g_.c * oc_;
+      for (int64_t o = 0; o < oc_; ++o)
+        for (int64_t c = 0; c < g_.c; ++c) turned[(t * oc_ + o) * g_.c + c] = tap[c * oc_ + o];
+    }
+    const int64_t hp = std::max(g_.oh + top, g_.h + g_.kh - 1);
+    const int64_t wp = std::max(g_.ow + left, g_.w + g_.kw - 1);
+    float* padded = Scratch(kScratchPadded, g_.n * hp * wp * oc_);
+    ZeroBordered(dy, g_.n, g_.oh, g_.ow, oc_, top, left, hp, wp, padded);
+    ParallelFor(g_.n * g_.h, 2 * g_.w * taps * oc_ * g_.c, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {             // dx row r = n * h + its row
+        const DirectBlock input{padded + ((r / g_.h) * hp + r % g_.h) * wp * oc_, oc_, wp * oc_,
+                                g_.kw * oc_};
+        DirectConvRow(&input, 1, g_.kh, g_.w, turned, g_.c, dx + r * g_.w * g_.c);
+      }
+    });
+    return true;
   }
 
   // dW = sum over pixel blocks of im2col(x)^T x dy, per group; one partial sum per part (groups

@@ -17,6 +17,9 @@
 //    small GEMM per FRACTAL_Z block reading it in place as a transposed [N, C0] operand, with
 //    the input's padding lanes zeroed in the im2col rows (they are unspecified; FRACTAL_Z
 //    padding is zero, so nothing from them reaches a real output).
+//  * direct (the compact form's usual case; see kDirectMaxK): the contraction rows are read in
+//    place from the zero-bordered copy, each output row's pixels accumulated in registers
+//    (kernels/conv_direct.h), no im2col and no GEMM.
 // The GEMM result of a row block is stored with the epilogue (bias, residual, activation)
 // straight into the 5HD output, one image's run of pixels per C1 block.
 #include <algorithm>
@@ -25,6 +28,7 @@
 #include <mutex>
 #include <vector>
 
+#include "kernels/conv_direct.h"
 #include "kernels/epilogue.h"
 #include "kernels/float_io.h"
 #include "kernels/format.h"
@@ -42,6 +46,9 @@ constexpr int64_t kColsBlockFloats = 1 << 18;   // im2col + result floats per bl
 // on, gathering the filter once and running one GEMM was 1.2x (16 pixels) to 5x (64) faster
 // (ResNet50's last two stages at 64x64, batch 4).
 constexpr int64_t kPerBlockPixels = 8;
+// The direct form up to this contraction length, from output rows this wide, for undilated
+// columns (kernels/conv.cc has the same bounds).
+constexpr int64_t kDirectMaxK = 2304, kDirectMinWidth = 8;
 
 class Conv5hdKernel : public Kernel {
  public:
@@ -76,6 +83,25 @@ class Conv5hdKernel : public Kernel {
     if (pixels == 0) { y.Finish(); return Status::Ok(); }
 
     const float* padded = per_block ? nullptr : PaddedInput(x.data());
+    if (!per_block && g_.dw == 1 && k <= kDirectMaxK && g_.ow >= kDirectMinWidth) {
+      const float* res = residual ? residual->data() : nullptr;
+      ParallelFor(g_.n * g_.oh, 2 * g_.ow * k * np, [&](int64_t r0, int64_t r1) {
+        float* acc = Scratch(kScratchAcc, g_.ow * np);
+        std::vector<DirectBlock> blocks(x_.c1);
+        for (int64_t r = r0; r < r1; ++r) {           // output row r = n * oh + its row
+          const int64_t n = r / g_.oh, first_row = r % g_.oh * g_.sh;
+          for (int64_t b = 0; b < x_.c1; ++b) {        // the copy's block b, image n (PaddedInput)
+            const int64_t real = x_.valid(b);
+            const float* image = padded + g_.n * hp_ * wp_ * b * kC0 + n * hp_ * wp_ * real;
+            blocks[b] = {image + first_row * wp_ * real, g_.sw * real, g_.dh * wp_ * real, g_.kw * real};
+          }
+          DirectConvRow(blocks.data(), x_.c1, g_.kh, g_.ow, w->data(), np, acc);
+          Store(acc, r * g_.ow, (r + 1) * g_.ow, bias.data(), res, y.data());
+        }
+      });
+      y.Finish();
+      return Status::Ok();
+    }
     // Row blocks: im2col rows and GEMM results both stay within a cache-sized budget, in
     // whole rounds over the threads (each block's GEMM packs the filter once).
     const int64_t max_rows = std::max<int64_t>(16, kColsBlockFloats / (k + np));

@@ -2,9 +2,13 @@
 // format (NC1HWC0, FRACTAL_Z). Every conversion is a strided copy over the storage's blocked
 // axes, split into the full C0 (or N0) blocks and the last partial one; writing a padded
 // format zeroes its padding first (docs/layouts.md: contents unspecified, zero is a choice).
+// NHWC <-> NC1HWC0, every activation at a 5HD boundary, copies each pixel's channel run
+// directly (RowCopy): the strided walk took 95 us for a 16x32x32x3 input, one 12-byte run at
+// a time.
 #include <cstring>
 
 #include "kernels/format.h"
+#include "kernels/thread_pool.h"
 
 namespace npu {
 namespace kernels {
@@ -61,16 +65,60 @@ class BlockedCopy {
   int elem_;
 };
 
+// NHWC <-> NC1HWC0: per storage row (n, c1, h) the row's pixels, each a run of the block's
+// real channels; the padded side's padding lanes are zeroed.
+class RowCopy {
+ public:
+  RowCopy(Nc1hwc0 g, bool to_padded, int elem) : g_(g), to_padded_(to_padded), elem_(elem) {}
+
+  void Run(const void* src, void* dst) const {
+    const int64_t row_bytes = g_.w * g_.c0 * elem_;
+    ParallelFor(g_.n * g_.c1 * g_.h, g_.w * g_.c0 * elem_, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {          // storage row r = (n * C1 + c1) * H + h
+        const int64_t h = r % g_.h, c1 = r / g_.h % g_.c1, n = r / (g_.h * g_.c1);
+        const int64_t real = g_.valid(c1), pixel = g_.c * elem_, lanes = g_.c0 * elem_;
+        const int64_t plain_at = ((n * g_.h + h) * g_.w * g_.c + c1 * g_.c0) * elem_;
+        if (to_padded_) {
+          char* out = static_cast<char*>(dst) + r * row_bytes;
+          const char* in = static_cast<const char*>(src) + plain_at;
+          if (real < g_.c0) std::memset(out, 0, row_bytes);
+          Runs(in, pixel, out, lanes, real);
+        } else {
+          Runs(static_cast<const char*>(src) + r * row_bytes, lanes,
+               static_cast<char*>(dst) + plain_at, pixel, real);
+        }
+      }
+    });
+  }
+
+ private:
+  // Copies `real` elements per pixel of one row, `from_step` / `to_step` bytes apart.
+  void Runs(const char* from, int64_t from_step, char* to, int64_t to_step, int64_t real) const {
+    if (elem_ == sizeof(float)) {
+      for (int64_t w = 0; w < g_.w; ++w, from += from_step, to += to_step)
+        CopyFloats(reinterpret_cast<float*>(to), reinterpret_cast<const float*>(from), real);
+      return;
+    }
+    for (int64_t w = 0; w < g_.w; ++w, from += from_step, to += to_step)
+      std::memcpy(to, from, real * elem_);
+  }
+
+  Nc1hwc0 g_;
+  bool to_padded_;
+  int elem_;
+};
+
+template <class Copy>
 class TransDataKernel : public Kernel {
  public:
-  explicit TransDataKernel(BlockedCopy copy) : copy_(std::move(copy)) {}
+  explicit TransDataKernel(Copy copy) : copy_(std::move(copy)) {}
   Status Compute(const KernelArgs& args) const override {
     copy_.Run(args.in(0), args.out(0));
     return Status::Ok();
   }
 
  private:
-  BlockedCopy copy_;
+  Copy copy_;
 };
 
 Status MakeTransData(const KernelDef& def, std::unique_ptr<Kernel>* out) {
@@ -104,7 +152,7 @@ Status MakeTransData(const KernelDef& def, std::unique_ptr<Kernel>* out) {
     // Iteration axes (c1, kh, kw, n1, n0, c0) of storage [C1*KH*KW, N1, N0, C0].
     Dims dims = {CeilDiv(ci, c0), kh, kw, CeilDiv(co, kN0), kN0, c0};
     Dims logical = {c0 * co, kw * ci * co, ci * co, kN0, 1, co};
-    *out = std::make_unique<TransDataKernel>(
+    *out = std::make_unique<TransDataKernel<BlockedCopy>>(
         BlockedCopy(dims, logical, {{0, 5, ci}, {3, 4, co}}, to_padded, elem));
     return Status::Ok();
   }
@@ -115,11 +163,14 @@ Status MakeTransData(const KernelDef& def, std::unique_ptr<Kernel>* out) {
   if (ld.dims != want || (plain == kNCHW && pd.dims.size() != 4))
     return Error("the ", FormatName(plain), " side must have shape ", ShapeString(want), " (NC1HWC0 values are",
                  " logically NHWC), got ", ShapeString(ld.dims));
+  if (plain != kNCHW) {
+    *out = std::make_unique<TransDataKernel<RowCopy>>(RowCopy(g, to_padded, elem));
+    return Status::Ok();
+  }
   // Iteration axes (n, c1, h, w, c0) of storage [N, C1, H, W, C0].
   Dims dims = {g.n, g.c1, g.h, g.w, g.c0};
-  Dims logical = plain == kNCHW ? Dims{g.c * g.h * g.w, g.c0 * g.h * g.w, g.w, 1, g.h * g.w}
-                                : Dims{g.h * g.w * g.c, g.c0, g.w * g.c, g.c, 1};
-  *out = std::make_unique<TransDataKernel>(BlockedCopy(dims, logical, {{1, 4, g.c}}, to_padded, elem));
+  Dims logical = {g.c * g.h * g.w, g.c0 * g.h * g.w, g.w, 1, g.h * g.w};
+  *out = std::make_unique<TransDataKernel<BlockedCopy>>(BlockedCopy(dims, logical, {{1, 4, g.c}}, to_padded, elem));
   return Status::Ok();
 }
 

@@ -1,0 +1,23 @@
+// The direct convolution row compiled for AVX-512 (CMakeLists.txt gives this file the flags);
+// conv_direct.cc calls it only where the GEMM runs AVX-512, so the library still runs on AVX2.
+#include "kernels/conv_direct.h"
+
+#if defined(__AVX512F__)
+#include "kernels/conv_direct_impl.h"
+#endif
+
+namespace npu {
+namespace kernels {
+namespace conv_direct_detail {
+
+RowFn RowAvx512() {
+#if defined(__AVX512F__)
+  return &DirectRow<Vec16, 12, 8>::Row;   // 32 vector registers, up to 16 accumulators
+#else
+  return nullptr;
+#endif
+}
+
+}  // namespace conv_direct_detail
+}  // namespace kernels
+}  // namespace npu

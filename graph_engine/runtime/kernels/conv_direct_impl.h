@@ -1,0 +1,89 @@
+// The direct convolution row of conv_direct.h on vectors of 8 or 16 floats, included by one
+// unit per instruction set (conv_direct.cc: the AVX2 baseline; conv_direct_avx512.cc: AVX-512).
+#ifndef NPU_KERNELS_CONV_DIRECT_IMPL_H_
+#define NPU_KERNELS_CONV_DIRECT_IMPL_H_
+
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/conv_direct.h"
+
+namespace npu {
+namespace kernels {
+namespace {
+
+typedef float Vec8 __attribute__((vector_size(8 * sizeof(float))));
+typedef float Vec16 __attribute__((vector_size(16 * sizeof(float))));
+
+// Vec: Vec8 or Vec16. MR16 / MR32: pixels per strip for channel groups of 16 / 32, sized so
+// that the accumulators (MR * group / W vectors) leave registers for the filter row and the
+// broadcast pixel value.
+template <class Vec, int MR16, int MR32>
+struct DirectRow {
+  static constexpr int W = sizeof(Vec) / sizeof(float);
+
+  static Vec Broadcast(float x) {
+    Vec v;
+    for (int i = 0; i < W; ++i) v[i] = x;
+    return v;
+  }
+
+  // Pixels [p, p + MR) of the row, the NV * W channels of w and acc from their pointers on. The
+  // loops over the strip are unrolled so that the accumulators stay in registers.
+  template <int NV, int MR>
+  static void Strip(int64_t p, const DirectBlock* blocks, int64_t n_blocks, int64_t kh,
+                    const float* w, int64_t np, float* acc) {
+    Vec a[MR][NV];
+#pragma GCC unroll 16
+    for (int m = 0; m < MR; ++m)
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) a[m][v] = Vec{};
+    const float* wr = w;                            // the filter rows follow the runs in order
+    for (const DirectBlock* b = blocks; b < blocks + n_blocks; ++b) {
+      const int64_t step = b->pixel_step;
+      for (int64_t r = 0; r < kh; ++r) {
+        const float* s = b->src + p * step + r * b->row_step;
+        for (int64_t j = 0; j < b->run; ++j, wr += np) {
+          Vec wv[NV];
+#pragma GCC unroll 4
+          for (int v = 0; v < NV; ++v) std::memcpy(&wv[v], wr + v * W, sizeof(Vec));
+#pragma GCC unroll 16
+          for (int m = 0; m < MR; ++m) {
+            const Vec x = Broadcast(s[m * step + j]);
+#pragma GCC unroll 4
+            for (int v = 0; v < NV; ++v) a[m][v] += x * wv[v];
+          }
+        }
+      }
+    }
+#pragma GCC unroll 16
+    for (int m = 0; m < MR; ++m)
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) std::memcpy(acc + (p + m) * np + v * W, &a[m][v], sizeof(Vec));
+  }
+
+  // Pixels [p, pixels) in strips of MR, then of MR / 2, ... down to single pixels.
+  template <int NV, int MR>
+  static void Pixels(int64_t p, int64_t pixels, const DirectBlock* blocks, int64_t n_blocks,
+                     int64_t kh, const float* w, int64_t np, float* acc) {
+    for (; p + MR <= pixels; p += MR) Strip<NV, MR>(p, blocks, n_blocks, kh, w, np, acc);
+    if constexpr (MR > 1) Pixels<NV, MR / 2>(p, pixels, blocks, n_blocks, kh, w, np, acc);
+  }
+
+  static void Row(const DirectBlock* blocks, int64_t n_blocks, int64_t kh, int64_t pixels,
+                  const float* w, int64_t np, float* acc) {
+    if (np % 32 == 0) {
+      for (int64_t c = 0; c < np; c += 32)
+        Pixels<32 / W, MR32>(0, pixels, blocks, n_blocks, kh, w + c, np, acc + c);
+    } else {
+      for (int64_t c = 0; c < np; c += 16)
+        Pixels<16 / W, MR16>(0, pixels, blocks, n_blocks, kh, w + c, np, acc + c);
+    }
+  }
+};
+
+}  // namespace
+}  // namespace kernels
+}  // namespace npu
+
+#endif  // NPU_KERNELS_CONV_DIRECT_IMPL_H_
