@@ -12,22 +12,29 @@ namespace kernels {
 namespace {
 
 // AVX2: 16 vector registers, 12 of them accumulators.
-using RowAvx2 = DirectRow<Vec8, 6, 3>;
+using DirectAvx2 = DirectRow<Vec8, 6, 3>;
 
 // The instruction set the GEMM runs (one choice for the library: NPU_KERNEL_ISA, the CPU).
-conv_direct_detail::RowFn ChosenRow() {
-  static const conv_direct_detail::RowFn row = [] {
-    const conv_direct_detail::RowFn avx512 = conv_direct_detail::RowAvx512();
-    return avx512 != nullptr && std::strcmp(GemmIsa(), "avx512") == 0 ? avx512 : &RowAvx2::Row;
+const conv_direct_detail::Fns& Chosen() {
+  static const conv_direct_detail::Fns fns = [] {
+    conv_direct_detail::Fns avx512;
+    if (conv_direct_detail::FnsAvx512(&avx512) && std::strcmp(GemmIsa(), "avx512") == 0)
+      return avx512;
+    return conv_direct_detail::Fns{&DirectAvx2::Row, &DirectAvx2::FilterGrad};
   }();
-  return row;
+  return fns;
 }
 
 }  // namespace
 
 void DirectConvRow(const DirectBlock* blocks, int64_t n_blocks, int64_t kh, int64_t pixels,
                    const float* w, int64_t np, float* acc) {
-  ChosenRow()(blocks, n_blocks, kh, pixels, w, np, acc);
+  Chosen().row(blocks, n_blocks, kh, pixels, w, np, acc);
+}
+
+void DirectFilterGradRow(const float* src, int64_t pixel_step, const int64_t* offsets, int64_t kk,
+                         int64_t pixels, const float* dy, int64_t np, float* dw) {
+  Chosen().filter_grad(src, pixel_step, offsets, kk, pixels, dy, np, dw);
 }
 
 void ZeroBordered(const float* x, int64_t n, int64_t h, int64_t w, int64_t c, int64_t pad_top,

@@ -27,6 +27,12 @@ struct DirectBlock {
 void DirectConvRow(const DirectBlock* blocks, int64_t n_blocks, int64_t kh, int64_t pixels,
                    const float* w, int64_t np, float* acc);
 
+// The filter gradient's share of one output row: dw[k * np + c] += sum over its `pixels`
+// pixels p of x_p[k] * dy[p * np + c], where element k of pixel p's contraction row is
+// src[p * pixel_step + offsets[k]] (k < kk) and np is a multiple of 16.
+void DirectFilterGradRow(const float* src, int64_t pixel_step, const int64_t* offsets, int64_t kk,
+                         int64_t pixels, const float* dy, int64_t np, float* dw);
+
 // The zero-bordered copy the rows read: images x [n, h, w, c] into out [n, hp, wp, c], image
 // pixel (ih, iw) at (pad_top + ih, pad_left + iw), zero elsewhere (hp >= pad_top + h, wp >=
 // pad_left + w). Runs on the thread pool.
@@ -34,10 +40,13 @@ void ZeroBordered(const float* x, int64_t n, int64_t h, int64_t w, int64_t c, in
                   int64_t pad_left, int64_t hp, int64_t wp, float* out);
 
 namespace conv_direct_detail {
-using RowFn = decltype(&DirectConvRow);
-// Defined in conv_direct_avx512.cc: the row for AVX-512, or nullptr when that unit was not built
-// for it (the caller still checks the CPU).
-RowFn RowAvx512();
+struct Fns {
+  decltype(&DirectConvRow) row;
+  decltype(&DirectFilterGradRow) filter_grad;
+};
+// Defined in conv_direct_avx512.cc: fills `fns` and returns true when that unit was built for
+// AVX-512 (the caller still checks the CPU).
+bool FnsAvx512(Fns* fns);
 }  // namespace conv_direct_detail
 
 }  // namespace kernels

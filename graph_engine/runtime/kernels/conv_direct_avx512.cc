@@ -1,4 +1,4 @@
-// The direct convolution row compiled for AVX-512 (CMakeLists.txt gives this file the flags);
+// The direct convolution rows compiled for AVX-512 (CMakeLists.txt gives this file the flags);
 // conv_direct.cc calls it only where the GEMM runs AVX-512, so the library still runs on AVX2.
 #include "kernels/conv_direct.h"
 
@@ -10,11 +10,14 @@ namespace npu {
 namespace kernels {
 namespace conv_direct_detail {
 
-RowFn RowAvx512() {
+bool FnsAvx512(Fns* fns) {
 #if defined(__AVX512F__)
-  return &DirectRow<Vec16, 12, 8>::Row;   // 32 vector registers, up to 16 accumulators
+  using Direct = DirectRow<Vec16, 12, 8>;   // 32 vector registers, up to 16 accumulators
+  *fns = {&Direct::Row, &Direct::FilterGrad};
+  return true;
 #else
-  return nullptr;
+  (void)fns;
+  return false;
 #endif
 }
 

@@ -15,9 +15,9 @@ namespace {
 typedef float Vec8 __attribute__((vector_size(8 * sizeof(float))));
 typedef float Vec16 __attribute__((vector_size(16 * sizeof(float))));
 
-// Vec: Vec8 or Vec16. MR16 / MR32: pixels per strip for channel groups of 16 / 32, sized so
-// that the accumulators (MR * group / W vectors) leave registers for the filter row and the
-// broadcast pixel value.
+// Vec: Vec8 or Vec16. MR16 / MR32: pixels per strip (filter rows per chunk of the gradient) for
+// channel groups of 16 / 32, sized so that the accumulators (MR * group / W vectors) leave
+// registers for the filter row (dy) and the broadcast pixel value.
 template <class Vec, int MR16, int MR32>
 struct DirectRow {
   static constexpr int W = sizeof(Vec) / sizeof(float);
@@ -68,6 +68,53 @@ struct DirectRow {
                      int64_t kh, const float* w, int64_t np, float* acc) {
     for (; p + MR <= pixels; p += MR) Strip<NV, MR>(p, blocks, n_blocks, kh, w, np, acc);
     if constexpr (MR > 1) Pixels<NV, MR / 2>(p, pixels, blocks, n_blocks, kh, w, np, acc);
+  }
+
+  // dw rows [0, KC) (their elements at off[0..KC) in each pixel's row) of the NV * W channels
+  // from dw's and dy's pointers on, summed over the pixels; KC plays MR's part.
+  template <int NV, int KC>
+  static void GradChunk(const float* src, int64_t step, const int64_t* off, int64_t pixels,
+                        const float* dy, int64_t np, float* dw) {
+    Vec a[KC][NV];
+#pragma GCC unroll 16
+    for (int k = 0; k < KC; ++k)
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) std::memcpy(&a[k][v], dw + k * np + v * W, sizeof(Vec));
+    for (int64_t p = 0; p < pixels; ++p, src += step, dy += np) {
+      Vec d[NV];
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) std::memcpy(&d[v], dy + v * W, sizeof(Vec));
+#pragma GCC unroll 16
+      for (int k = 0; k < KC; ++k) {
+        const Vec x = Broadcast(src[off[k]]);
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; ++v) a[k][v] += x * d[v];
+      }
+    }
+#pragma GCC unroll 16
+    for (int k = 0; k < KC; ++k)
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) std::memcpy(dw + k * np + v * W, &a[k][v], sizeof(Vec));
+  }
+
+  // Rows [k, kk) of dw in chunks of KC, then of KC / 2, ... down to single rows.
+  template <int NV, int KC>
+  static void GradRows(int64_t k, int64_t kk, const float* src, int64_t step, const int64_t* off,
+                       int64_t pixels, const float* dy, int64_t np, float* dw) {
+    for (; k + KC <= kk; k += KC)
+      GradChunk<NV, KC>(src, step, off + k, pixels, dy, np, dw + k * np);
+    if constexpr (KC > 1) GradRows<NV, KC / 2>(k, kk, src, step, off, pixels, dy, np, dw);
+  }
+
+  static void FilterGrad(const float* src, int64_t step, const int64_t* off, int64_t kk,
+                         int64_t pixels, const float* dy, int64_t np, float* dw) {
+    if (np % 32 == 0) {
+      for (int64_t c = 0; c < np; c += 32)
+        GradRows<32 / W, MR32>(0, kk, src, step, off, pixels, dy + c, np, dw + c);
+    } else {
+      for (int64_t c = 0; c < np; c += 16)
+        GradRows<16 / W, MR16>(0, kk, src, step, off, pixels, dy + c, np, dw + c);
+    }
   }
 
   static void Row(const DirectBlock* blocks, int64_t n_blocks, int64_t kh, int64_t pixels,
