@@ -26,9 +26,9 @@ def epilogue_attrs(act, bias=True, residual=False):
 
 
 CASES = {   # fused op -> (TF op, input shapes as (arg name, shape), TF attrs)
-    # 16 output channels, 9-pixel rows: the direct rows (kernels/conv.cc); the GEMM path's
-    # epilogue is below (test_fused_conv_nchw_and_no_bias, test_pointwise_conv_epilogue_...)
-    "NpuFusedConv2D": ("Conv2D", [("input", (2, 7, 9, 3)), ("filter", (3, 3, 3, 16))],
+    # 16 output channels, 144 output pixels: the direct convolution (kernels/conv.cc); the GEMM
+    # path's epilogue is below (test_fused_conv_nchw_and_no_bias, test_pointwise_conv_epilogue_...)
+    "NpuFusedConv2D": ("Conv2D", [("input", (2, 15, 9, 3)), ("filter", (3, 3, 3, 16))],
                        {"strides": [1, 2, 1, 1], "padding": "SAME", "data_format": "NHWC",
                         "dilations": [1, 1, 1, 1], "explicit_paddings": []}),
     "NpuFusedDepthwiseConv2D": ("DepthwiseConv2dNative", [("input", (2, 6, 6, 3)), ("filter", (3, 3, 3, 2))],

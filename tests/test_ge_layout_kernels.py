@@ -168,7 +168,7 @@ CONV_CASES = [  # input NHWC, filter HWIO, strides, padding, dilations
     ((2, 10, 10, 5), (3, 3, 5, 4), 1, "SAME", 2),
     ((2, 17, 17, 18), (3, 3, 18, 16), 2, "SAME", 1),
     ((4, 40, 40, 3), (3, 3, 3, 32), 1, "SAME", 1),
-    # direct rows (>= 8-pixel rows; the cases above with such rows too): a 7x7/2 stem, a
+    # direct (>= 128 output pixels; the cases above with as many too): a 7x7/2 stem, a
     # non-square window
     ((2, 23, 21, 3), (7, 7, 3, 64), 2, "SAME", 1),
     ((3, 13, 14, 4), (2, 5, 4, 40), 1, "VALID", 1),

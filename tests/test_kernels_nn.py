@@ -69,14 +69,15 @@ CONV_CASES = [  # input NHWC, filter HWIO, strides, padding, dilations, explicit
     ((2, 7, 8, 3), (2, 3, 3, 4), (1, 2), "EXPLICIT", (1, 1), [[1, 2], [0, 3]]),
     ((2, 6, 7, 16), (1, 1, 16, 12), (1, 1), "VALID", (1, 1), None),
     ((4, 32, 32, 16), (3, 3, 16, 32), (1, 1), "SAME", (1, 1), None),
-    # direct rows (whole vectors of output channels, rows of >= 8 pixels; dW: >= 16): strided,
+    # direct (whole vectors of output channels; the forward from 128 output pixels on): strided,
     # explicit padding with 16-channel groups, a 7x7/2 stem
     ((2, 9, 10, 3), (3, 3, 3, 16), (2, 1), "SAME", (1, 1), None),
     ((2, 7, 30, 3), (2, 3, 3, 48), (1, 2), "EXPLICIT", (1, 1), [[1, 2], [0, 3]]),
     ((1, 20, 33, 3), (7, 7, 3, 32), (2, 2), "SAME", (1, 1), None),
-    # dx as direct rows too (stride 1, whole vectors of input channels): VALID, explicit padding
-    ((2, 9, 10, 32), (3, 3, 32, 16), (1, 1), "VALID", (1, 1), None),
-    ((2, 8, 12, 16), (3, 2, 16, 32), (1, 1), "EXPLICIT", (1, 1), [[2, 0], [1, 1]]),
+    # dx direct too (stride 1, whole vectors of input channels, >= 512 input pixels): VALID,
+    # explicit padding
+    ((2, 16, 17, 32), (3, 3, 32, 16), (1, 1), "VALID", (1, 1), None),
+    ((2, 16, 18, 16), (3, 2, 16, 32), (1, 1), "EXPLICIT", (1, 1), [[2, 0], [1, 1]]),
 ]
 CONV_IDS = ["same", "valid-strided", "same-strided", "dilated", "explicit", "pointwise", "large",
             "direct-strided", "direct-explicit", "direct-stem", "direct-dx-valid",

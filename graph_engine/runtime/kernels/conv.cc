@@ -30,15 +30,16 @@ namespace {
 // About this many floats of im2col rows per block: large enough for an efficient GEMM,
 // small enough to stay in cache.
 constexpr int64_t kColsBlockFloats = 1 << 17;
-// A forward convolution runs direct rows (conv_direct.h) up to this contraction length
-// (measured faster up to 3x3x256 = 2304) from output rows this wide (ResNet50's 4-pixel rows
-// ran 2x slower: a strip of 4 pixels keeps too few accumulators); a 1x1 convolution that reads
-// its input in place stays a GEMM.
-constexpr int64_t kDirectMaxK = 2304, kDirectMinWidth = 8;
-// The filter gradient as direct rows adds each output row into dW: up to this many floats of it,
-// from rows this wide (16-64 pixel rows ran 1.2-1.4x faster than im2col + GEMM, 8-pixel rows a
-// little slower).
-constexpr int64_t kDirectMaxGradFloats = 1 << 16, kDirectGradMinWidth = 16;
+// Forward convolutions run direct (conv_direct.h) from this many output pixels on, up to this
+// contraction length (as kernels/conv_5hd.cc); a 1x1 convolution that reads its input in place
+// stays a GEMM. The filter gradient's direct form adds pixels into dW chunk by chunk: up to
+// this many floats of dW (it stays in cache meanwhile).
+constexpr int64_t kDirectMinPixels = 128, kDirectMaxK = 4608, kDirectMaxGradFloats = 1 << 16;
+// Output pixels per filter-gradient chunk.
+constexpr int64_t kGradChunkPixels = 256;
+// dx runs direct from this many pixels on: below, turning the filter around costs more than the
+// GEMM's packing (ResNet50's 8x8 to 2x2 stages at batch 4 ran up to 3x slower).
+constexpr int64_t kDirectDxMinPixels = 512;
 
 // Output pixel p = (n * OH + oh) * OW + ow has the im2col row [KH, KW] of input pixels
 // (oh * sh - pad_top + kh * dh, ow * sw - pad_left + kw * dw). For each output pixel in
@@ -163,21 +164,16 @@ class ConvKernel : public Kernel {
     };
     const bool pointwise = groups_ == 1 && g_.kh == 1 && g_.kw == 1 && g_.sh == 1 && g_.sw == 1 &&
                            g_.pad_top == 0 && g_.pad_left == 0 && g_.oh == g_.h && g_.ow == g_.w;
-    if (!pointwise && groups_ == 1 && g_.dw == 1 && kkc() <= kDirectMaxK && oc_ % 16 == 0 &&
-        g_.ow >= kDirectMinWidth) {
-      // Zero-bordered input rows: every window reads its kh runs of kw * c floats in place.
-      const int64_t hp = std::max(g_.h + g_.pad_top, (g_.oh - 1) * g_.sh + (g_.kh - 1) * g_.dh + 1);
-      const int64_t wp = std::max(g_.w + g_.pad_left, (g_.ow - 1) * g_.sw + g_.kw);
-      float* padded = Scratch(kScratchPadded, g_.n * hp * wp * g_.c);
-      ZeroBordered(x.data(), g_.n, g_.h, g_.w, g_.c, g_.pad_top, g_.pad_left, hp, wp, padded);
-      ParallelFor(g_.n * g_.oh, 2 * g_.ow * kkc() * oc_, [&](int64_t r0, int64_t r1) {
-        for (int64_t r = r0; r < r1; ++r) {           // output row r = n * oh + its row
-          const DirectBlock input{padded + ((r / g_.oh) * hp + r % g_.oh * g_.sh) * wp * g_.c,
-                                  g_.sw * g_.c, g_.dh * wp * g_.c, g_.kw * g_.c};
-          DirectConvRow(&input, 1, g_.kh, g_.ow, f.data(), oc_, y.data() + r * g_.ow * oc_);
-          epilogue(r * g_.ow, (r + 1) * g_.ow);
-        }
-      });
+    if (!pointwise && groups_ == 1 && g_.dw == 1 && pixels() >= kDirectMinPixels &&
+        kkc() <= kDirectMaxK && oc_ % 16 == 0) {
+      // Zero-bordered input: every window reads its kh runs of kw * c floats in place.
+      const DirectGeometry geo = ForwardGeometry();
+      float* padded = Scratch(kScratchPadded, g_.n * geo.hp * geo.wp * g_.c);
+      ZeroBordered(x.data(), g_.n, g_.h, g_.w, g_.c, g_.pad_top, g_.pad_left, geo.hp, geo.wp,
+                   padded);
+      const DirectBlock input{padded, g_.c, g_.dh * geo.wp * g_.c, g_.kw * g_.c};
+      DirectConvAll(&input, 1, g_.kh, geo, f.data(), oc_, y.data(),
+                    [&](int64_t p0, int64_t p1, const float*) { epilogue(p0, p1); });
       y.Finish();
       return;
     }
@@ -263,63 +259,71 @@ class ConvKernel : public Kernel {
     dx.Finish();
   }
 
+  // Where the forward's output pixels' windows start in its zero-bordered input.
+  DirectGeometry ForwardGeometry() const {
+    return {g_.n, g_.oh, g_.ow, g_.sh, g_.sw,
+            std::max(g_.h + g_.pad_top, (g_.oh - 1) * g_.sh + (g_.kh - 1) * g_.dh + 1),
+            std::max(g_.w + g_.pad_left, (g_.ow - 1) * g_.sw + (g_.kw - 1) * g_.dw + 1)};
+  }
+
   // A stride-1 convolution's dx is the forward convolution of dy with the filter turned
   // around (taps reversed, in and out channels swapped) and the complementary padding: direct
-  // rows when they apply to it (one group, undilated, whole vectors of input channels, rows of
-  // at least kDirectMinWidth pixels). Returns false when they do not.
+  // when that applies (one group, undilated, whole vectors of input channels). Returns false
+  // when it does not.
   bool DirectBackpropInput(const float* f, const float* dy, float* dx) const {
     const int64_t top = g_.kh - 1 - g_.pad_top, left = g_.kw - 1 - g_.pad_left;
     if (groups_ != 1 || g_.sh != 1 || g_.sw != 1 || g_.dh != 1 || g_.dw != 1 || top < 0 ||
-        left < 0 || g_.c % 16 != 0 || g_.w < kDirectMinWidth || g_.kh * g_.kw * oc_ > kDirectMaxK)
+        left < 0 || g_.c % 16 != 0 || g_.kh * g_.kw * oc_ > kDirectMaxK ||
+        g_.n * g_.h * g_.w < kDirectDxMinPixels)
       return false;
-    // turned[(kh', kw', o), c] = W[(KH-1-kh', KW-1-kw', c), o]
-    const int64_t taps = g_.kh * g_.kw;
+    // turned[(kh', kw', o), c] = W[(KH-1-kh', KW-1-kw', c), o], in runs of 16 o per c
+    const int64_t taps = g_.kh * g_.kw, runs = (oc_ + 15) / 16;
     float* turned = Scratch(kScratchGroup, taps * oc_ * g_.c);
-    for (int64_t t = 0; t < taps; ++t) {
-      const float* tap = f + (taps - 1 - t) * g_.c * oc_;
-      for (int64_t o = 0; o < oc_; ++o)
-        for (int64_t c = 0; c < g_.c; ++c) turned[(t * oc_ + o) * g_.c + c] = tap[c * oc_ + o];
-    }
-    const int64_t hp = std::max(g_.oh + top, g_.h + g_.kh - 1);
-    const int64_t wp = std::max(g_.ow + left, g_.w + g_.kw - 1);
-    float* padded = Scratch(kScratchPadded, g_.n * hp * wp * oc_);
-    ZeroBordered(dy, g_.n, g_.oh, g_.ow, oc_, top, left, hp, wp, padded);
-    ParallelFor(g_.n * g_.h, 2 * g_.w * taps * oc_ * g_.c, [&](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r) {             // dx row r = n * h + its row
-        const DirectBlock input{padded + ((r / g_.h) * hp + r % g_.h) * wp * oc_, oc_, wp * oc_,
-                                g_.kw * oc_};
-        DirectConvRow(&input, 1, g_.kh, g_.w, turned, g_.c, dx + r * g_.w * g_.c);
+    ParallelFor(taps * runs, 16 * g_.c, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) {
+        const int64_t t = i / runs, o0 = i % runs * 16, o1 = std::min(oc_, o0 + 16);
+        const float* tap = f + (taps - 1 - t) * g_.c * oc_;
+        for (int64_t c = 0; c < g_.c; ++c)
+          for (int64_t o = o0; o < o1; ++o) turned[(t * oc_ + o) * g_.c + c] = tap[c * oc_ + o];
       }
     });
+    const DirectGeometry geo{g_.n, g_.h, g_.w, 1, 1, std::max(g_.oh + top, g_.h + g_.kh - 1),
+                             std::max(g_.ow + left, g_.w + g_.kw - 1)};
+    float* padded = Scratch(kScratchPadded, g_.n * geo.hp * geo.wp * oc_);
+    ZeroBordered(dy, g_.n, g_.oh, g_.ow, oc_, top, left, geo.hp, geo.wp, padded);
+    const DirectBlock input{padded, oc_, geo.wp * oc_, g_.kw * oc_};
+    DirectConvAll(&input, 1, g_.kh, geo, turned, g_.c, dx, [](int64_t, int64_t, const float*) {});
     return true;
   }
 
-  // dW summed over output rows from the zero-bordered input in place (direct rows, see
-  // DirectFilterGradRow), one partial sum per part of the rows, added in order; when they apply
-  // (one group, undilated columns, whole vectors of output channels, wide rows, a dW that stays
-  // in cache while a row adds to it). Returns false when they do not.
+  // dW summed over the output pixels from the zero-bordered input in place (DirectFilterGrad),
+  // one partial sum per part of the pixels, added in order; when that applies (one group,
+  // undilated columns, whole vectors of output channels, a dW that stays in cache while a chunk
+  // of pixels adds to it). Returns false when it does not.
   bool DirectBackpropFilter(const float* x, const float* dy, float* dw) const {
-    if (groups_ != 1 || g_.dw != 1 || oc_ % 16 != 0 || g_.ow < kDirectGradMinWidth ||
-        kkc() * oc_ > kDirectMaxGradFloats)
+    if (groups_ != 1 || g_.dw != 1 || oc_ % 16 != 0 || kkc() * oc_ > kDirectMaxGradFloats ||
+        pixels() == 0)
       return false;
-    const int64_t hp = std::max(g_.h + g_.pad_top, (g_.oh - 1) * g_.sh + (g_.kh - 1) * g_.dh + 1);
-    const int64_t wp = std::max(g_.w + g_.pad_left, (g_.ow - 1) * g_.sw + g_.kw);
-    float* padded = Scratch(kScratchPadded, g_.n * hp * wp * g_.c);
-    ZeroBordered(x, g_.n, g_.h, g_.w, g_.c, g_.pad_top, g_.pad_left, hp, wp, padded);
+    const DirectGeometry geo = ForwardGeometry();
+    float* padded = Scratch(kScratchPadded, g_.n * geo.hp * geo.wp * g_.c);
+    ZeroBordered(x, g_.n, g_.h, g_.w, g_.c, g_.pad_top, g_.pad_left, geo.hp, geo.wp, padded);
     std::vector<int64_t> offsets(kkc());            // contraction element (kh, kw, c) in a row
     for (int64_t r = 0; r < g_.kh; ++r)
       for (int64_t j = 0; j < g_.kw * g_.c; ++j)
-        offsets[r * g_.kw * g_.c + j] = r * g_.dh * wp * g_.c + j;
-    const int64_t rows = g_.n * g_.oh;
-    const int64_t parts = std::min<int64_t>(PlanThreads(), rows);
+        offsets[r * g_.kw * g_.c + j] = r * g_.dh * geo.wp * g_.c + j;
+    const int64_t parts = std::min<int64_t>(PlanThreads(), pixels());
     std::vector<std::vector<float>> partial(parts);
     ParallelFor(parts, 2 * pixels() * kkc() * oc_ / parts, [&](int64_t q0, int64_t q1) {
+      int64_t pix[kGradChunkPixels];
       for (int64_t q = q0; q < q1; ++q) {
         partial[q].assign(kkc() * oc_, 0.0f);
-        for (int64_t r = rows * q / parts; r < rows * (q + 1) / parts; ++r)
-          DirectFilterGradRow(padded + ((r / g_.oh) * hp + r % g_.oh * g_.sh) * wp * g_.c,
-                              g_.sw * g_.c, offsets.data(), kkc(), g_.ow, dy + r * g_.ow * oc_,
-                              oc_, partial[q].data());
+        const int64_t end = pixels() * (q + 1) / parts;
+        for (int64_t p0 = pixels() * q / parts; p0 < end; p0 += kGradChunkPixels) {
+          const int64_t p1 = std::min(end, p0 + kGradChunkPixels);
+          geo.Starts(p0, p1, pix);
+          DirectFilterGrad(padded, g_.c, pix, p1 - p0, offsets.data(), kkc(), dy + p0 * oc_, oc_,
+                           oc_, partial[q].data());
+        }
       }
     });
     std::copy(partial[0].begin(), partial[0].end(), dw);

@@ -18,7 +18,7 @@
 //    the input's padding lanes zeroed in the im2col rows (they are unspecified; FRACTAL_Z
 //    padding is zero, so nothing from them reaches a real output).
 //  * direct (the compact form's usual case; see kDirectMaxK): the contraction rows are read in
-//    place from the zero-bordered copy, each output row's pixels accumulated in registers
+//    place from the zero-bordered copy, strips of output pixels accumulated in registers
 //    (kernels/conv_direct.h), no im2col and no GEMM.
 // The GEMM result of a row block is stored with the epilogue (bias, residual, activation)
 // straight into the 5HD output, one image's run of pixels per C1 block.
@@ -46,9 +46,10 @@ constexpr int64_t kColsBlockFloats = 1 << 18;   // im2col + result floats per bl
 // on, gathering the filter once and running one GEMM was 1.2x (16 pixels) to 5x (64) faster
 // (ResNet50's last two stages at 64x64, batch 4).
 constexpr int64_t kPerBlockPixels = 8;
-// The direct form up to this contraction length, from output rows this wide, for undilated
-// columns (kernels/conv.cc has the same bounds).
-constexpr int64_t kDirectMaxK = 2304, kDirectMinWidth = 8;
+// The direct form for undilated columns from this many output pixels on, up to this
+// contraction length (kernels/conv.cc has the same bounds): ResNet50's 4x4 and 2x2 stages at
+// batch 4 (64 and 16 pixels) ran 1.3-1.5x slower direct, its 8x8 stage (256) 1.2x faster.
+constexpr int64_t kDirectMinPixels = 128, kDirectMaxK = 4608;
 
 class Conv5hdKernel : public Kernel {
  public:
@@ -83,22 +84,17 @@ class Conv5hdKernel : public Kernel {
     if (pixels == 0) { y.Finish(); return Status::Ok(); }
 
     const float* padded = per_block ? nullptr : PaddedInput(x.data());
-    if (!per_block && g_.dw == 1 && k <= kDirectMaxK && g_.ow >= kDirectMinWidth) {
+    if (!per_block && g_.dw == 1 && pixels >= kDirectMinPixels && k <= kDirectMaxK) {
+      std::vector<DirectBlock> blocks(x_.c1);      // PaddedInput's copy of each block
+      for (int64_t b = 0; b < x_.c1; ++b) {
+        const int64_t real = x_.valid(b);
+        blocks[b] = {padded + g_.n * hp_ * wp_ * b * kC0, real, g_.dh * wp_ * real, g_.kw * real};
+      }
       const float* res = residual ? residual->data() : nullptr;
-      ParallelFor(g_.n * g_.oh, 2 * g_.ow * k * np, [&](int64_t r0, int64_t r1) {
-        float* acc = Scratch(kScratchAcc, g_.ow * np);
-        std::vector<DirectBlock> blocks(x_.c1);
-        for (int64_t r = r0; r < r1; ++r) {           // output row r = n * oh + its row
-          const int64_t n = r / g_.oh, first_row = r % g_.oh * g_.sh;
-          for (int64_t b = 0; b < x_.c1; ++b) {        // the copy's block b, image n (PaddedInput)
-            const int64_t real = x_.valid(b);
-            const float* image = padded + g_.n * hp_ * wp_ * b * kC0 + n * hp_ * wp_ * real;
-            blocks[b] = {image + first_row * wp_ * real, g_.sw * real, g_.dh * wp_ * real, g_.kw * real};
-          }
-          DirectConvRow(blocks.data(), x_.c1, g_.kh, g_.ow, w->data(), np, acc);
-          Store(acc, r * g_.ow, (r + 1) * g_.ow, bias.data(), res, y.data());
-        }
-      });
+      DirectConvAll(blocks.data(), x_.c1, g_.kh, {g_.n, g_.oh, g_.ow, g_.sh, g_.sw, hp_, wp_},
+                    w->data(), np, nullptr, [&](int64_t p0, int64_t p1, const float* rows) {
+                      Store(rows, p0, p1, bias.data(), res, y.data());
+                    });
       y.Finish();
       return Status::Ok();
     }

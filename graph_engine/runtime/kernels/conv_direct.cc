@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "kernels/conv_direct_impl.h"
 #include "kernels/gemm.h"
+#include "kernels/scratch.h"
 #include "kernels/thread_pool.h"
 
 namespace npu {
@@ -12,7 +14,7 @@ namespace kernels {
 namespace {
 
 // AVX2: 16 vector registers, 12 of them accumulators.
-using DirectAvx2 = DirectRow<Vec8, 6, 3>;
+using DirectAvx2 = Direct<Vec8, 6, 3>;
 
 // The instruction set the GEMM runs (one choice for the library: NPU_KERNEL_ISA, the CPU).
 const conv_direct_detail::Fns& Chosen() {
@@ -20,21 +22,56 @@ const conv_direct_detail::Fns& Chosen() {
     conv_direct_detail::Fns avx512;
     if (conv_direct_detail::FnsAvx512(&avx512) && std::strcmp(GemmIsa(), "avx512") == 0)
       return avx512;
-    return conv_direct_detail::Fns{&DirectAvx2::Row, &DirectAvx2::FilterGrad};
+    return conv_direct_detail::Fns{&DirectAvx2::Conv, &DirectAvx2::FilterGrad};
   }();
   return fns;
 }
 
+// Output pixels per work item: their rows of results stay in cache until finished.
+constexpr int64_t kChunkPixels = 64;
+
 }  // namespace
 
-void DirectConvRow(const DirectBlock* blocks, int64_t n_blocks, int64_t kh, int64_t pixels,
-                   const float* w, int64_t np, float* acc) {
-  Chosen().row(blocks, n_blocks, kh, pixels, w, np, acc);
+void DirectGeometry::Starts(int64_t p0, int64_t p1, int64_t* pix) const {
+  int64_t image = p0 / (oh * ow), y = p0 / ow % oh, x = p0 % ow;   // stepped below
+  for (int64_t p = p0; p < p1; ++p) {
+    *pix++ = (image * hp + y * sh) * wp + x * sw;
+    if (++x < ow) continue;
+    x = 0;
+    if (++y < oh) continue;
+    y = 0;
+    ++image;
+  }
 }
 
-void DirectFilterGradRow(const float* src, int64_t pixel_step, const int64_t* offsets, int64_t kk,
-                         int64_t pixels, const float* dy, int64_t np, float* dw) {
-  Chosen().filter_grad(src, pixel_step, offsets, kk, pixels, dy, np, dw);
+void DirectConv(const DirectBlock* blocks, int64_t n_blocks, int64_t kh, const int64_t* pix,
+                int64_t pixels, const float* w, int64_t ld, int64_t channels, float* acc) {
+  Chosen().conv(blocks, n_blocks, kh, pix, pixels, w, ld, channels, acc);
+}
+
+void DirectConvAll(const DirectBlock* blocks, int64_t n_blocks, int64_t kh,
+                   const DirectGeometry& geo, const float* w, int64_t np, float* out,
+                   const std::function<void(int64_t, int64_t, const float*)>& finish) {
+  int64_t k = 0;                                    // contraction length
+  for (int64_t b = 0; b < n_blocks; ++b) k += kh * blocks[b].run;
+  const int64_t pixels = geo.pixels(), chunks = (pixels + kChunkPixels - 1) / kChunkPixels;
+  ParallelFor(chunks, kChunkPixels * 2 * k * np, [&](int64_t q0, int64_t q1) {
+    int64_t pix[kChunkPixels];
+    float* acc = out != nullptr ? nullptr : Scratch(kScratchAcc, kChunkPixels * np);
+    for (int64_t q = q0; q < q1; ++q) {
+      const int64_t p0 = q * kChunkPixels, p1 = std::min(pixels, p0 + kChunkPixels);
+      float* rows = out != nullptr ? out + p0 * np : acc;
+      geo.Starts(p0, p1, pix);
+      DirectConv(blocks, n_blocks, kh, pix, p1 - p0, w, np, np, rows);
+      finish(p0, p1, rows);
+    }
+  });
+}
+
+void DirectFilterGrad(const float* src, int64_t lanes, const int64_t* pix, int64_t pixels,
+                      const int64_t* offsets, int64_t kk, const float* dy, int64_t ld,
+                      int64_t channels, float* dw) {
+  Chosen().filter_grad(src, lanes, pix, pixels, offsets, kk, dy, ld, channels, dw);
 }
 
 void ZeroBordered(const float* x, int64_t n, int64_t h, int64_t w, int64_t c, int64_t pad_top,

@@ -1,48 +1,67 @@
-// Direct convolution rows: each output pixel's contraction row is read in place from the
+// Direct convolution: each output pixel's contraction row is read in place from the
 // convolution's zero-bordered input copy (per input block, `kh` runs of contiguous floats), and
-// a strip of pixels accumulates a group of output channels in registers. Against im2col + GEMM
-// there is no im2col copy and no GEMM packing of it, and no group of output channels is left to
-// a GEMM's narrow edge tiles (64 channels: a 48-wide and a 16-wide panel): 3x3 convolutions of
-// 32-128 input channels over rows of 8-56 pixels ran 1.3-1.8x faster, an RGB input's 27-long
-// contraction 1.9x. Rows of 4 pixels ran 2x slower (a strip that short keeps too few
-// accumulators busy): the convolutions call these from 8-pixel rows on.
+// a strip of output pixels (any pixels: their windows' starts are listed) accumulates a group of
+// output channels in registers. Against im2col + GEMM there is no im2col copy and no GEMM packing
+// of it or of the filter, and no group of output channels is left to a GEMM's narrow edge tiles
+// (64 channels: a 48-wide and a 16-wide panel): 3x3 convolutions of 32-128 input channels ran
+// 1.3-1.8x faster, an RGB input's 27-long contraction 1.9x.
 #ifndef NPU_KERNELS_CONV_DIRECT_H_
 #define NPU_KERNELS_CONV_DIRECT_H_
 
 #include <cstdint>
+#include <functional>
 
 namespace npu {
 namespace kernels {
 
-// One input block of the contraction rows of an output row's pixels: pixel p's part is `kh`
-// runs of `run` contiguous floats, at src + p * pixel_step + r * row_step for r < kh.
+// One input block of the zero-bordered copy: padded pixel i's `lanes` floats start at
+// src + i * lanes; a window reads `kh` runs of `run` contiguous floats, `row_step` floats apart,
+// from its first pixel on.
 struct DirectBlock {
   const float* src;
-  int64_t pixel_step, row_step, run;
+  int64_t lanes, row_step, run;
 };
 
-// acc[p * np + c] = sum over the contraction row k of pixel p (the blocks' runs in order) of
-// row_p[k] * w[k * np + c], for the `pixels` pixels of one output row and the np channels (a
-// multiple of 16) of the dense filter w.
-void DirectConvRow(const DirectBlock* blocks, int64_t n_blocks, int64_t kh, int64_t pixels,
-                   const float* w, int64_t np, float* acc);
+// Where output pixels' windows start in the zero-bordered copy [n, hp, wp]: output pixel
+// p = (n * oh + y) * ow + x starts at padded pixel (n * hp + y * sh) * wp + x * sw.
+struct DirectGeometry {
+  int64_t n, oh, ow, sh, sw, hp, wp;
+  int64_t pixels() const { return n * oh * ow; }
+  void Starts(int64_t p0, int64_t p1, int64_t* pix) const;
+};
 
-// The filter gradient's share of one output row: dw[k * np + c] += sum over its `pixels`
-// pixels p of x_p[k] * dy[p * np + c], where element k of pixel p's contraction row is
-// src[p * pixel_step + offsets[k]] (k < kk) and np is a multiple of 16.
-void DirectFilterGradRow(const float* src, int64_t pixel_step, const int64_t* offsets, int64_t kk,
-                         int64_t pixels, const float* dy, int64_t np, float* dw);
+// For output pixels q < pixels whose windows start at padded pixel pix[q]:
+// acc[q * ld + c] = sum over k of x_q[k] * w[k * ld + c] for c < channels (a multiple of 16),
+// x_q the pixel's contraction row (the blocks' runs in order) and w the dense filter rows.
+void DirectConv(const DirectBlock* blocks, int64_t n_blocks, int64_t kh, const int64_t* pix,
+                int64_t pixels, const float* w, int64_t ld, int64_t channels, float* acc);
 
-// The zero-bordered copy the rows read: images x [n, h, w, c] into out [n, hp, wp, c], image
-// pixel (ih, iw) at (pad_top + ih, pad_left + iw), zero elsewhere (hp >= pad_top + h, wp >=
-// pad_left + w). Runs on the thread pool.
+// The whole convolution on the thread pool, in chunks of output pixels: every output pixel of
+// `geo` into out [pixels, np] (nullptr: into per-thread scratch), and finish(p0, p1, rows) once
+// output pixels [p0, p1) have all np channels in `rows` ([p1 - p0, np]). Each strip of a few
+// pixels reads the whole filter: with few pixels in all (a small image's last stages), reading
+// it again per strip cost more than a GEMM's packing it once (see the callers' bounds).
+void DirectConvAll(const DirectBlock* blocks, int64_t n_blocks, int64_t kh,
+                   const DirectGeometry& geo, const float* w, int64_t np, float* out,
+                   const std::function<void(int64_t, int64_t, const float*)>& finish);
+
+// The filter gradient's share of output pixels q < pixels: dw[k * ld + c] += sum over q of
+// x_q[k] * dy[q * ld + c] for c < channels (a multiple of 16), where element k of pixel q's
+// contraction row is src[pix[q] * lanes + offsets[k]] (k < kk).
+void DirectFilterGrad(const float* src, int64_t lanes, const int64_t* pix, int64_t pixels,
+                      const int64_t* offsets, int64_t kk, const float* dy, int64_t ld,
+                      int64_t channels, float* dw);
+
+// The zero-bordered copy the convolutions read: images x [n, h, w, c] into out [n, hp, wp, c],
+// image pixel (ih, iw) at (pad_top + ih, pad_left + iw), zero elsewhere (hp >= pad_top + h,
+// wp >= pad_left + w). Runs on the thread pool.
 void ZeroBordered(const float* x, int64_t n, int64_t h, int64_t w, int64_t c, int64_t pad_top,
                   int64_t pad_left, int64_t hp, int64_t wp, float* out);
 
 namespace conv_direct_detail {
 struct Fns {
-  decltype(&DirectConvRow) row;
-  decltype(&DirectFilterGradRow) filter_grad;
+  decltype(&DirectConv) conv;
+  decltype(&DirectFilterGrad) filter_grad;
 };
 // Defined in conv_direct_avx512.cc: fills `fns` and returns true when that unit was built for
 // AVX-512 (the caller still checks the CPU).

@@ -1,5 +1,5 @@
-// The direct convolution row of conv_direct.h on vectors of 8 or 16 floats, included by one
-// unit per instruction set (conv_direct.cc: the AVX2 baseline; conv_direct_avx512.cc: AVX-512).
+// The direct convolution of conv_direct.h on vectors of 8 or 16 floats, included by one unit
+// per instruction set (conv_direct.cc: the AVX2 baseline; conv_direct_avx512.cc: AVX-512).
 #ifndef NPU_KERNELS_CONV_DIRECT_IMPL_H_
 #define NPU_KERNELS_CONV_DIRECT_IMPL_H_
 
@@ -17,9 +17,10 @@ typedef float Vec16 __attribute__((vector_size(16 * sizeof(float))));
 
 // Vec: Vec8 or Vec16. MR16 / MR32: pixels per strip (filter rows per chunk of the gradient) for
 // channel groups of 16 / 32, sized so that the accumulators (MR * group / W vectors) leave
-// registers for the filter row (dy) and the broadcast pixel value.
+// registers for the filter row (dy) and the broadcast pixel value. The loops over a strip are
+// unrolled so that the accumulators stay in registers.
 template <class Vec, int MR16, int MR32>
-struct DirectRow {
+struct Direct {
   static constexpr int W = sizeof(Vec) / sizeof(float);
 
   static Vec Broadcast(float x) {
@@ -28,11 +29,10 @@ struct DirectRow {
     return v;
   }
 
-  // Pixels [p, p + MR) of the row, the NV * W channels of w and acc from their pointers on. The
-  // loops over the strip are unrolled so that the accumulators stay in registers.
+  // Output pixels pix[0, MR), the NV * W channels of w and acc from their pointers on.
   template <int NV, int MR>
-  static void Strip(int64_t p, const DirectBlock* blocks, int64_t n_blocks, int64_t kh,
-                    const float* w, int64_t np, float* acc) {
+  static void Strip(const DirectBlock* blocks, int64_t n_blocks, int64_t kh, const int64_t* pix,
+                    const float* w, int64_t ld, float* acc) {
     Vec a[MR][NV];
 #pragma GCC unroll 16
     for (int m = 0; m < MR; ++m)
@@ -40,16 +40,17 @@ struct DirectRow {
       for (int v = 0; v < NV; ++v) a[m][v] = Vec{};
     const float* wr = w;                            // the filter rows follow the runs in order
     for (const DirectBlock* b = blocks; b < blocks + n_blocks; ++b) {
-      const int64_t step = b->pixel_step;
       for (int64_t r = 0; r < kh; ++r) {
-        const float* s = b->src + p * step + r * b->row_step;
-        for (int64_t j = 0; j < b->run; ++j, wr += np) {
+        const float* s[MR];
+#pragma GCC unroll 16
+        for (int m = 0; m < MR; ++m) s[m] = b->src + pix[m] * b->lanes + r * b->row_step;
+        for (int64_t j = 0; j < b->run; ++j, wr += ld) {
           Vec wv[NV];
 #pragma GCC unroll 4
           for (int v = 0; v < NV; ++v) std::memcpy(&wv[v], wr + v * W, sizeof(Vec));
 #pragma GCC unroll 16
           for (int m = 0; m < MR; ++m) {
-            const Vec x = Broadcast(s[m * step + j]);
+            const Vec x = Broadcast(s[m][j]);
 #pragma GCC unroll 4
             for (int v = 0; v < NV; ++v) a[m][v] += x * wv[v];
           }
@@ -59,34 +60,47 @@ struct DirectRow {
 #pragma GCC unroll 16
     for (int m = 0; m < MR; ++m)
 #pragma GCC unroll 4
-      for (int v = 0; v < NV; ++v) std::memcpy(acc + (p + m) * np + v * W, &a[m][v], sizeof(Vec));
+      for (int v = 0; v < NV; ++v) std::memcpy(acc + m * ld + v * W, &a[m][v], sizeof(Vec));
   }
 
-  // Pixels [p, pixels) in strips of MR, then of MR / 2, ... down to single pixels.
+  // Pixels [q, pixels) in strips of MR, then of MR / 2, ... down to single pixels.
   template <int NV, int MR>
-  static void Pixels(int64_t p, int64_t pixels, const DirectBlock* blocks, int64_t n_blocks,
-                     int64_t kh, const float* w, int64_t np, float* acc) {
-    for (; p + MR <= pixels; p += MR) Strip<NV, MR>(p, blocks, n_blocks, kh, w, np, acc);
-    if constexpr (MR > 1) Pixels<NV, MR / 2>(p, pixels, blocks, n_blocks, kh, w, np, acc);
+  static void Pixels(int64_t q, int64_t pixels, const DirectBlock* blocks, int64_t n_blocks,
+                     int64_t kh, const int64_t* pix, const float* w, int64_t ld, float* acc) {
+    for (; q + MR <= pixels; q += MR)
+      Strip<NV, MR>(blocks, n_blocks, kh, pix + q, w, ld, acc + q * ld);
+    if constexpr (MR > 1) Pixels<NV, MR / 2>(q, pixels, blocks, n_blocks, kh, pix, w, ld, acc);
   }
 
-  // dw rows [0, KC) (their elements at off[0..KC) in each pixel's row) of the NV * W channels
+  static void Conv(const DirectBlock* blocks, int64_t n_blocks, int64_t kh, const int64_t* pix,
+                   int64_t pixels, const float* w, int64_t ld, int64_t channels, float* acc) {
+    if (channels % 32 == 0) {
+      for (int64_t c = 0; c < channels; c += 32)
+        Pixels<32 / W, MR32>(0, pixels, blocks, n_blocks, kh, pix, w + c, ld, acc + c);
+    } else {
+      for (int64_t c = 0; c < channels; c += 16)
+        Pixels<16 / W, MR16>(0, pixels, blocks, n_blocks, kh, pix, w + c, ld, acc + c);
+    }
+  }
+
+  // dw rows [0, KC) (their elements at off[0, KC) of each pixel's row) of the NV * W channels
   // from dw's and dy's pointers on, summed over the pixels; KC plays MR's part.
   template <int NV, int KC>
-  static void GradChunk(const float* src, int64_t step, const int64_t* off, int64_t pixels,
-                        const float* dy, int64_t np, float* dw) {
+  static void GradChunk(const float* src, int64_t lanes, const int64_t* pix, int64_t pixels,
+                        const int64_t* off, const float* dy, int64_t ld, float* dw) {
     Vec a[KC][NV];
 #pragma GCC unroll 16
     for (int k = 0; k < KC; ++k)
 #pragma GCC unroll 4
-      for (int v = 0; v < NV; ++v) std::memcpy(&a[k][v], dw + k * np + v * W, sizeof(Vec));
-    for (int64_t p = 0; p < pixels; ++p, src += step, dy += np) {
+      for (int v = 0; v < NV; ++v) std::memcpy(&a[k][v], dw + k * ld + v * W, sizeof(Vec));
+    for (int64_t q = 0; q < pixels; ++q, dy += ld) {
+      const float* s = src + pix[q] * lanes;
       Vec d[NV];
 #pragma GCC unroll 4
       for (int v = 0; v < NV; ++v) std::memcpy(&d[v], dy + v * W, sizeof(Vec));
 #pragma GCC unroll 16
       for (int k = 0; k < KC; ++k) {
-        const Vec x = Broadcast(src[off[k]]);
+        const Vec x = Broadcast(s[off[k]]);
 #pragma GCC unroll 4
         for (int v = 0; v < NV; ++v) a[k][v] += x * d[v];
       }
@@ -94,37 +108,27 @@ struct DirectRow {
 #pragma GCC unroll 16
     for (int k = 0; k < KC; ++k)
 #pragma GCC unroll 4
-      for (int v = 0; v < NV; ++v) std::memcpy(dw + k * np + v * W, &a[k][v], sizeof(Vec));
+      for (int v = 0; v < NV; ++v) std::memcpy(dw + k * ld + v * W, &a[k][v], sizeof(Vec));
   }
 
   // Rows [k, kk) of dw in chunks of KC, then of KC / 2, ... down to single rows.
   template <int NV, int KC>
-  static void GradRows(int64_t k, int64_t kk, const float* src, int64_t step, const int64_t* off,
-                       int64_t pixels, const float* dy, int64_t np, float* dw) {
+  static void GradRows(int64_t k, int64_t kk, const float* src, int64_t lanes, const int64_t* pix,
+                       int64_t pixels, const int64_t* off, const float* dy, int64_t ld, float* dw) {
     for (; k + KC <= kk; k += KC)
-      GradChunk<NV, KC>(src, step, off + k, pixels, dy, np, dw + k * np);
-    if constexpr (KC > 1) GradRows<NV, KC / 2>(k, kk, src, step, off, pixels, dy, np, dw);
+      GradChunk<NV, KC>(src, lanes, pix, pixels, off + k, dy, ld, dw + k * ld);
+    if constexpr (KC > 1) GradRows<NV, KC / 2>(k, kk, src, lanes, pix, pixels, off, dy, ld, dw);
   }
 
-  static void FilterGrad(const float* src, int64_t step, const int64_t* off, int64_t kk,
-                         int64_t pixels, const float* dy, int64_t np, float* dw) {
-    if (np % 32 == 0) {
-      for (int64_t c = 0; c < np; c += 32)
-        GradRows<32 / W, MR32>(0, kk, src, step, off, pixels, dy + c, np, dw + c);
+  static void FilterGrad(const float* src, int64_t lanes, const int64_t* pix, int64_t pixels,
+                         const int64_t* off, int64_t kk, const float* dy, int64_t ld,
+                         int64_t channels, float* dw) {
+    if (channels % 32 == 0) {
+      for (int64_t c = 0; c < channels; c += 32)
+        GradRows<32 / W, MR32>(0, kk, src, lanes, pix, pixels, off, dy + c, ld, dw + c);
     } else {
-      for (int64_t c = 0; c < np; c += 16)
-        GradRows<16 / W, MR16>(0, kk, src, step, off, pixels, dy + c, np, dw + c);
-    }
-  }
-
-  static void Row(const DirectBlock* blocks, int64_t n_blocks, int64_t kh, int64_t pixels,
-                  const float* w, int64_t np, float* acc) {
-    if (np % 32 == 0) {
-      for (int64_t c = 0; c < np; c += 32)
-        Pixels<32 / W, MR32>(0, pixels, blocks, n_blocks, kh, w + c, np, acc + c);
-    } else {
-      for (int64_t c = 0; c < np; c += 16)
-        Pixels<16 / W, MR16>(0, pixels, blocks, n_blocks, kh, w + c, np, acc + c);
+      for (int64_t c = 0; c < channels; c += 16)
+        GradRows<16 / W, MR16>(0, kk, src, lanes, pix, pixels, off, dy + c, ld, dw + c);
     }
   }
 };
