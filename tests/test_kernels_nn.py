@@ -18,7 +18,10 @@ NHWC_TO_NCHW, NCHW_TO_NHWC = (0, 3, 1, 2), (0, 2, 3, 1)
 
 @pytest.mark.parametrize("dtype", FLOAT_TYPES, ids=DTYPE_IDS)
 @pytest.mark.parametrize("ta,tb", [(False, False), (True, False), (False, True), (True, True)])
-@pytest.mark.parametrize("m,k,n", [(7, 5, 3), (300, 200, 150), (1, 512, 700)])
+# the plain products of whole vectors of columns run the direct strips (gemm.cc): over row
+# chunks and column parts, 16-column groups, a one-long contraction
+@pytest.mark.parametrize("m,k,n", [(7, 5, 3), (300, 200, 150), (1, 512, 700), (130, 1024, 48),
+                                   (64, 784, 512), (3, 1, 32)])
 def test_matmul(m, k, n, ta, tb, dtype):
     a = random((k, m) if ta else (m, k), dtype, -1, 1, seed=1)
     b = random((n, k) if tb else (k, n), dtype, -1, 1, seed=2)

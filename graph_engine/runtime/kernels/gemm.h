@@ -1,5 +1,7 @@
-// Single-precision matrix product on the thread pool: Eigen's GEMM on ranges of rows or columns
-// of C, in the widest instruction set the CPU has (AVX-512 or the build's AVX2+FMA baseline).
+// Single-precision matrix product on the thread pool, in the widest instruction set the CPU has
+// (AVX-512 or the build's AVX2+FMA baseline): Eigen's GEMM on ranges of rows or columns of C,
+// or, for plain products of up to 512 columns (whole vectors of them), the direct convolution's
+// strips (conv_direct.h), which need no packing.
 #ifndef NPU_KERNELS_GEMM_H_
 #define NPU_KERNELS_GEMM_H_
 
