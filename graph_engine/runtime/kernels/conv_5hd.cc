@@ -69,7 +69,7 @@ class Conv5hdKernel : public Kernel {
     // Per block: the FRACTAL_Z filter as is. Else the compact filter [k, np], kept while the
     // filter's version holds (weights: from one variable update to the next).
     std::unique_ptr<FloatIn> fz;
-    std::shared_ptr<const std::vector<float>> w;
+    std::shared_ptr<const float[]> w;
     if (per_block) fz = std::make_unique<FloatIn>(dtype_, args.in(1), blocks_k * np * kC0);
     else w = CompactFilter(args.in(1), args.version(1), blocks_k, np, k, taps);
     std::vector<float> bias(np, 0.0f);
@@ -92,7 +92,7 @@ class Conv5hdKernel : public Kernel {
       }
       const float* res = residual ? residual->data() : nullptr;
       DirectConvAll(blocks.data(), x_.c1, g_.kh, {g_.n, g_.oh, g_.ow, g_.sh, g_.sw, hp_, wp_},
-                    w->data(), np, nullptr, [&](int64_t p0, int64_t p1, const float* rows) {
+                    w.get(), np, nullptr, [&](int64_t p0, int64_t p1, const float* rows) {
                       Store(rows, p0, p1, bias.data(), res, y.data());
                     });
       y.Finish();
@@ -121,7 +121,7 @@ class Conv5hdKernel : public Kernel {
             Gemm(m, np, kC0, cols + b * m * kC0, false, fz->data() + b * np * kC0, true, acc,
                  b > 0);
         } else {
-          Gemm(m, np, k, cols, false, w->data(), false, acc);
+          Gemm(m, np, k, cols, false, w.get(), false, acc);
         }
         Store(acc, p0, p1, bias.data(), residual ? residual->data() : nullptr, y.data());
       }
@@ -234,21 +234,22 @@ class Conv5hdKernel : public Kernel {
   }
 
   // The compact filter of FRACTAL_Z `fz` (version 0: unknown, gathered anew).
-  std::shared_ptr<const std::vector<float>> CompactFilter(const void* filter, uint64_t version,
-                                                          int64_t blocks_k, int64_t np, int64_t k,
-                                                          int64_t taps) const {
+  std::shared_ptr<const float[]> CompactFilter(const void* filter, uint64_t version,
+                                               int64_t blocks_k, int64_t np, int64_t k,
+                                               int64_t taps) const {
     if (version != 0) {
       std::lock_guard<std::mutex> lock(filter_mu_);
       if (filter_version_ == version) return filter_;   // version != 0: filter_ is set
     }
     const FloatIn stored(dtype_, filter, blocks_k * np * kC0);
     const float* fz = stored.data();
-    auto w = std::make_shared<std::vector<float>>(np * k);   // all of it is written
+    // Not zero-filled: all of it is written (a first call touches these pages once, not twice).
+    std::shared_ptr<float[]> w(new float[np * k]);
     ParallelFor(blocks_k, np * kC0, [&](int64_t b0, int64_t b1) {
       for (int64_t b = b0; b < b1; ++b) {      // FRACTAL_Z block (c1, kh, kw): [np, C0]
         const int64_t c1 = b / taps, real = x_.valid(c1);
         const float* src = fz + b * np * kC0;
-        float* dst = w->data() + (c1 * taps * kC0 + b % taps * real) * np;
+        float* dst = w.get() + (c1 * taps * kC0 + b % taps * real) * np;
         for (int64_t lane = 0; lane < real; ++lane, dst += np)
           for (int64_t n = 0; n < np; ++n) dst[n] = src[n * kC0 + lane];
       }
@@ -270,7 +271,7 @@ class Conv5hdKernel : public Kernel {
   int64_t hp_, wp_;
   mutable std::mutex filter_mu_;                // guards the two below (runs may overlap)
   mutable uint64_t filter_version_ = 0;
-  mutable std::shared_ptr<const std::vector<float>> filter_;
+  mutable std::shared_ptr<const float[]> filter_;
 };
 
 Status MakeConv5hd(const KernelDef& def, std::unique_ptr<Kernel>* out, bool fused) {
