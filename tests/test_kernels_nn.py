@@ -81,10 +81,12 @@ CONV_CASES = [  # input NHWC, filter HWIO, strides, padding, dilations, explicit
     # explicit padding
     ((2, 16, 17, 32), (3, 3, 32, 16), (1, 1), "VALID", (1, 1), None),
     ((2, 16, 18, 16), (3, 2, 16, 32), (1, 1), "EXPLICIT", (1, 1), [[2, 0], [1, 1]]),
+    # rows dilated, columns not: the forward and dW direct
+    ((2, 12, 11, 3), (3, 3, 3, 16), (1, 1), "SAME", (2, 1), None),
 ]
 CONV_IDS = ["same", "valid-strided", "same-strided", "dilated", "explicit", "pointwise", "large",
             "direct-strided", "direct-explicit", "direct-stem", "direct-dx-valid",
-            "direct-dx-explicit"]
+            "direct-dx-explicit", "direct-row-dilated"]
 
 
 def nhwc_conv_reference(x, f, strides, padding, dilations, explicit):

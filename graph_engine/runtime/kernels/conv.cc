@@ -3,8 +3,9 @@
 // NpuFusedConv2D is the forward pass plus an epilogue (bias, residual, activation; see
 // epilogue.h) applied to each GEMM block while it is in cache.
 //
-// A forward convolution (one group, undilated columns, whole vectors of output channels) runs
-// direct rows instead (conv_direct.h): no im2col copy, no GEMM packing.
+// With one group, undilated columns and whole vectors of channels, the forward (from 128 output
+// pixels on), a stride-1 dx and the filter gradient run direct instead (conv_direct.h): no
+// im2col copy, no GEMM packing.
 //
 // Grouped convolution (filter [KH, KW, C/G, OC], G groups; graph_engine/ops/conv.py): group g
 // contracts its input channels [g*C/G, (g+1)*C/G) with its filter columns [g*OC/G, (g+1)*OC/G)
