@@ -168,7 +168,7 @@ class ConvKernel : public Kernel {
     if (!pointwise && groups_ == 1 && g_.dw == 1 && pixels() >= kDirectMinPixels &&
         kkc() <= kDirectMaxK && oc_ % 16 == 0) {
       // Zero-bordered input: every window reads its kh runs of kw * c floats in place.
-      const DirectGeometry geo = ForwardGeometry();
+      const DirectGeometry geo = DirectGeometry::Forward(g_);
       float* padded = Scratch(kScratchPadded, g_.n * geo.hp * geo.wp * g_.c);
       ZeroBordered(x.data(), g_.n, g_.h, g_.w, g_.c, g_.pad_top, g_.pad_left, geo.hp, geo.wp,
                    padded);
@@ -260,13 +260,6 @@ class ConvKernel : public Kernel {
     dx.Finish();
   }
 
-  // Where the forward's output pixels' windows start in its zero-bordered input.
-  DirectGeometry ForwardGeometry() const {
-    return {g_.n, g_.oh, g_.ow, g_.sh, g_.sw,
-            std::max(g_.h + g_.pad_top, (g_.oh - 1) * g_.sh + (g_.kh - 1) * g_.dh + 1),
-            std::max(g_.w + g_.pad_left, (g_.ow - 1) * g_.sw + (g_.kw - 1) * g_.dw + 1)};
-  }
-
   // A stride-1 convolution's dx is the forward convolution of dy with the filter turned
   // around (taps reversed, in and out channels swapped) and the complementary padding: direct
   // when that applies (one group, undilated, whole vectors of input channels). Returns false
@@ -305,7 +298,7 @@ class ConvKernel : public Kernel {
     if (groups_ != 1 || g_.dw != 1 || oc_ % 16 != 0 || kkc() * oc_ > kDirectMaxGradFloats ||
         pixels() == 0)
       return false;
-    const DirectGeometry geo = ForwardGeometry();
+    const DirectGeometry geo = DirectGeometry::Forward(g_);
     float* padded = Scratch(kScratchPadded, g_.n * geo.hp * geo.wp * g_.c);
     ZeroBordered(x, g_.n, g_.h, g_.w, g_.c, g_.pad_top, g_.pad_left, geo.hp, geo.wp, padded);
     std::vector<int64_t> offsets(kkc());            // contraction element (kh, kw, c) in a row

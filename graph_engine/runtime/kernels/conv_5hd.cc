@@ -55,8 +55,7 @@ class Conv5hdKernel : public Kernel {
  public:
   Conv5hdKernel(Window2D g, Nc1hwc0 x, Nc1hwc0 y, int dtype, Epilogue ep)
       : g_(g), x_(x), y_(y), dtype_(dtype), ep_(ep), act_(ep),
-        hp_(std::max(g.h + g.pad_top, (g.oh - 1) * g.sh + (g.kh - 1) * g.dh + 1)),
-        wp_(std::max(g.w + g.pad_left, (g.ow - 1) * g.sw + (g.kw - 1) * g.dw + 1)) {
+        geo_(DirectGeometry::Forward(g)) {
     act_.has_bias = act_.has_residual = false;
   }
 
@@ -88,11 +87,11 @@ class Conv5hdKernel : public Kernel {
       std::vector<DirectBlock> blocks(x_.c1);      // PaddedInput's copy of each block
       for (int64_t b = 0; b < x_.c1; ++b) {
         const int64_t real = x_.valid(b);
-        blocks[b] = {padded + g_.n * hp_ * wp_ * b * kC0, real, g_.dh * wp_ * real, g_.kw * real};
+        blocks[b] = {padded + PaddedAt(b, 0), real, g_.dh * geo_.wp * real, g_.kw * real};
       }
       const float* res = residual ? residual->data() : nullptr;
-      DirectConvAll(blocks.data(), x_.c1, g_.kh, {g_.n, g_.oh, g_.ow, g_.sh, g_.sw, hp_, wp_},
-                    w.get(), np, nullptr, [&](int64_t p0, int64_t p1, const float* rows) {
+      DirectConvAll(blocks.data(), x_.c1, g_.kh, geo_, w.get(), np, nullptr,
+                    [&](int64_t p0, int64_t p1, const float* rows) {
                       Store(rows, p0, p1, bias.data(), res, y.data());
                     });
       y.Finish();
@@ -145,27 +144,32 @@ class Conv5hdKernel : public Kernel {
     ++o->n;
   }
 
+  // Where image n of block b starts in PaddedInput's copy (floats).
+  int64_t PaddedAt(int64_t b, int64_t n) const {
+    return geo_.hp * geo_.wp * (g_.n * b * kC0 + n * x_.valid(b));
+  }
+
   // The input's real lanes per C1 block as zero-bordered images, blocks one after another,
-  // each [n, hp_, wp_, valid(block)] (a scratch buffer of the calling thread, read by every
+  // each [n, hp, wp, valid(block)] (a scratch buffer of the calling thread, read by every
   // thread of the call).
   const float* PaddedInput(const float* x) const {
-    float* out = Scratch(kScratchPadded, g_.n * hp_ * wp_ * x_.c);
-    ParallelFor(x_.c1 * g_.n, hp_ * wp_ * kC0, [&](int64_t q0, int64_t q1) {
+    float* out = Scratch(kScratchPadded, g_.n * geo_.hp * geo_.wp * x_.c);
+    ParallelFor(x_.c1 * g_.n, geo_.hp * geo_.wp * kC0, [&](int64_t q0, int64_t q1) {
       for (int64_t q = q0; q < q1; ++q) {
         const int64_t b = q / g_.n, n = q % g_.n, real = x_.valid(b);
         const float* plane = x + (n * x_.c1 + b) * x_.plane();
-        float* img = out + g_.n * hp_ * wp_ * b * kC0 + n * hp_ * wp_ * real;
-        for (int64_t ih = 0; ih < hp_; ++ih) {
-          float* row = img + ih * wp_ * real;
+        float* img = out + PaddedAt(b, n);
+        for (int64_t ih = 0; ih < geo_.hp; ++ih) {
+          float* row = img + ih * geo_.wp * real;
           const int64_t sh = ih - g_.pad_top;
-          if (sh < 0 || sh >= g_.h) { std::fill(row, row + wp_ * real, 0.0f); continue; }
+          if (sh < 0 || sh >= g_.h) { std::fill(row, row + geo_.wp * real, 0.0f); continue; }
           std::fill(row, row + g_.pad_left * real, 0.0f);
           float* dst = row + g_.pad_left * real;
           const float* src = plane + sh * g_.w * kC0;
           if (real == kC0) std::memcpy(dst, src, g_.w * kC0 * sizeof(float));
           else
             for (int64_t iw = 0; iw < g_.w; ++iw) CopyFloats(dst + iw * real, src + iw * kC0, real);
-          std::fill(row + (g_.pad_left + g_.w) * real, row + wp_ * real, 0.0f);
+          std::fill(row + (g_.pad_left + g_.w) * real, row + geo_.wp * real, 0.0f);
         }
       }
     });
@@ -177,9 +181,9 @@ class Conv5hdKernel : public Kernel {
   void CompactRow(const float* padded, const Pixel& o, float* row) const {
     for (int64_t b = 0; b < x_.c1; ++b) {
       const int64_t real = x_.valid(b);
-      const float* img = padded + g_.n * hp_ * wp_ * b * kC0 + o.n * hp_ * wp_ * real;
+      const float* img = padded + PaddedAt(b, o.n);
       for (int64_t kh = 0; kh < g_.kh; ++kh, row += g_.kw * real) {
-        const float* src = img + ((o.oh * g_.sh + kh * g_.dh) * wp_ + o.ow * g_.sw) * real;
+        const float* src = img + ((o.oh * g_.sh + kh * g_.dh) * geo_.wp + o.ow * g_.sw) * real;
         if (g_.dw == 1) { CopyFloats(row, src, g_.kw * real); continue; }
         for (int64_t kw = 0; kw < g_.kw; ++kw) CopyFloats(row + kw * real, src + kw * g_.dw * real, real);
       }
@@ -266,9 +270,7 @@ class Conv5hdKernel : public Kernel {
   Nc1hwc0 x_, y_;
   int dtype_;
   Epilogue ep_, act_;                           // act_: ep_'s activation alone
-  // Extent of the compact form's zero-bordered input copy: the rows and columns any window
-  // reaches, counted from the first padding row/column.
-  int64_t hp_, wp_;
+  DirectGeometry geo_;                          // of the zero-bordered input copy (hp, wp)
   mutable std::mutex filter_mu_;                // guards the two below (runs may overlap)
   mutable uint64_t filter_version_ = 0;
   mutable std::shared_ptr<const float[]> filter_;

@@ -32,6 +32,12 @@ constexpr int64_t kChunkPixels = 64;
 
 }  // namespace
 
+DirectGeometry DirectGeometry::Forward(const Window2D& g) {
+  return {g.n, g.oh, g.ow, g.sh, g.sw,
+          std::max(g.h + g.pad_top, (g.oh - 1) * g.sh + (g.kh - 1) * g.dh + 1),
+          std::max(g.w + g.pad_left, (g.ow - 1) * g.sw + (g.kw - 1) * g.dw + 1)};
+}
+
 void DirectGeometry::Starts(int64_t p0, int64_t p1, int64_t* pix) const {
   int64_t image = p0 / (oh * ow), y = p0 / ow % oh, x = p0 % ow;   // stepped below
   for (int64_t p = p0; p < p1; ++p) {

@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <functional>
 
+#include "kernels/window.h"
+
 namespace npu {
 namespace kernels {
 
@@ -26,6 +28,9 @@ struct DirectBlock {
 // p = (n * oh + y) * ow + x starts at padded pixel (n * hp + y * sh) * wp + x * sw.
 struct DirectGeometry {
   int64_t n, oh, ow, sh, sw, hp, wp;
+  // A forward convolution's: its zero-bordered input spans the rows and columns any window
+  // reaches, counted from the first padding row/column.
+  static DirectGeometry Forward(const Window2D& g);
   int64_t pixels() const { return n * oh * ow; }
   void Starts(int64_t p0, int64_t p1, int64_t* pix) const;
 };

@@ -29,6 +29,22 @@ struct Direct {
     return v;
   }
 
+  // A register tile: R rows of NV vectors, rows ld floats apart in memory.
+  template <int R, int NV>
+  static void LoadTile(Vec (&a)[R][NV], const float* p, int64_t ld) {
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) std::memcpy(&a[r][v], p + r * ld + v * W, sizeof(Vec));
+  }
+  template <int R, int NV>
+  static void StoreTile(const Vec (&a)[R][NV], float* p, int64_t ld) {
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) std::memcpy(p + r * ld + v * W, &a[r][v], sizeof(Vec));
+  }
+
   // Output pixels pix[0, MR), the NV * W channels of w and acc from their pointers on.
   template <int NV, int MR>
   static void Strip(const DirectBlock* blocks, int64_t n_blocks, int64_t kh, const int64_t* pix,
@@ -57,10 +73,7 @@ struct Direct {
         }
       }
     }
-#pragma GCC unroll 16
-    for (int m = 0; m < MR; ++m)
-#pragma GCC unroll 4
-      for (int v = 0; v < NV; ++v) std::memcpy(acc + m * ld + v * W, &a[m][v], sizeof(Vec));
+    StoreTile(a, acc, ld);
   }
 
   // Pixels [q, pixels) in strips of MR, then of MR / 2, ... down to single pixels.
@@ -89,10 +102,7 @@ struct Direct {
   static void GradChunk(const float* src, int64_t lanes, const int64_t* pix, int64_t pixels,
                         const int64_t* off, const float* dy, int64_t ld, float* dw) {
     Vec a[KC][NV];
-#pragma GCC unroll 16
-    for (int k = 0; k < KC; ++k)
-#pragma GCC unroll 4
-      for (int v = 0; v < NV; ++v) std::memcpy(&a[k][v], dw + k * ld + v * W, sizeof(Vec));
+    LoadTile(a, dw, ld);
     for (int64_t q = 0; q < pixels; ++q, dy += ld) {
       const float* s = src + pix[q] * lanes;
       Vec d[NV];
@@ -105,10 +115,7 @@ struct Direct {
         for (int v = 0; v < NV; ++v) a[k][v] += x * d[v];
       }
     }
-#pragma GCC unroll 16
-    for (int k = 0; k < KC; ++k)
-#pragma GCC unroll 4
-      for (int v = 0; v < NV; ++v) std::memcpy(dw + k * ld + v * W, &a[k][v], sizeof(Vec));
+    StoreTile(a, dw, ld);
   }
 
   // Rows [k, kk) of dw in chunks of KC, then of KC / 2, ... down to single rows.

@@ -1,10 +1,10 @@
 #include "kernels/gemm.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
-#include <vector>
 
 #include "kernels/conv_direct.h"
 #include "kernels/gemm_block.h"
@@ -65,9 +65,12 @@ int64_t Ranges(int64_t extent, int64_t flops) {
 constexpr int64_t kDirectRows = 64, kDirectMaxN = 512, kDirectMaxK = 1024;
 
 void DirectGemm(int64_t m, int64_t n, int64_t k, const float* a, const float* b, float* c) {
-  std::vector<int64_t> rows(m);
-  for (int64_t i = 0; i < m; ++i) rows[i] = i;
-  const DirectBlock a_rows{a, k, 0, k};
+  // Rows of a work item as the strips' "pixels": row i of its first row's block is A's i-th.
+  static const std::array<int64_t, kDirectRows> kRowIndex = [] {
+    std::array<int64_t, kDirectRows> index;
+    for (int64_t i = 0; i < kDirectRows; ++i) index[i] = i;
+    return index;
+  }();
   const int64_t chunks = (m + kDirectRows - 1) / kDirectRows, group = n % 32 == 0 ? 32 : 16;
   const int64_t parts = std::min(n / group, (PlanThreads() + chunks - 1) / chunks);
   ParallelFor(chunks * parts, 2 * kDirectRows * n / parts * k, [&](int64_t i0, int64_t i1) {
@@ -76,7 +79,8 @@ void DirectGemm(int64_t m, int64_t n, int64_t k, const float* a, const float* b,
       const int64_t r0 = q * kDirectRows, r1 = std::min(m, r0 + kDirectRows);
       const int64_t c0 = n / group * part / parts * group;
       const int64_t c1 = n / group * (part + 1) / parts * group;
-      DirectConv(&a_rows, 1, 1, rows.data() + r0, r1 - r0, b + c0, n, c1 - c0, c + r0 * n + c0);
+      const DirectBlock a_rows{a + r0 * k, k, 0, k};
+      DirectConv(&a_rows, 1, 1, kRowIndex.data(), r1 - r0, b + c0, n, c1 - c0, c + r0 * n + c0);
     }
   });
 }

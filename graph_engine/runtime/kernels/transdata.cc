@@ -72,11 +72,11 @@ class RowCopy {
   RowCopy(Nc1hwc0 g, bool to_padded, int elem) : g_(g), to_padded_(to_padded), elem_(elem) {}
 
   void Run(const void* src, void* dst) const {
-    const int64_t row_bytes = g_.w * g_.c0 * elem_;
-    ParallelFor(g_.n * g_.c1 * g_.h, g_.w * g_.c0 * elem_, [&](int64_t r0, int64_t r1) {
+    const int64_t pixel = g_.c * elem_, lanes = g_.c0 * elem_, row_bytes = g_.w * lanes;
+    ParallelFor(g_.n * g_.c1 * g_.h, row_bytes, [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {          // storage row r = (n * C1 + c1) * H + h
         const int64_t h = r % g_.h, c1 = r / g_.h % g_.c1, n = r / (g_.h * g_.c1);
-        const int64_t real = g_.valid(c1), pixel = g_.c * elem_, lanes = g_.c0 * elem_;
+        const int64_t real = g_.valid(c1);
         const int64_t plain_at = ((n * g_.h + h) * g_.w * g_.c + c1 * g_.c0) * elem_;
         if (to_padded_) {
           char* out = static_cast<char*>(dst) + r * row_bytes;
