@@ -19,7 +19,7 @@ from npu_device.tools.compare_dump import load_dump, metrics
 TIMEOUT = 300
 
 # A small conv + dense network with variables: inference graphs put the convolution in NC1HWC0
-# with a FRACTAL_Z filter (docs/layouts.md), so dumps must convert both back.
+# with a FILTER_KN filter (docs/layouts.md), so dumps must convert both back.
 PROGRAM = '''
 import os
 import sys
@@ -97,7 +97,7 @@ def test_dump_all_writes_logical_shapes_named_by_node_equal_to_tf(program, tmp_p
     assert sorted(model.steps) == [0]
     tensors = model.steps[0]
     formats = {t.format for t in tensors}
-    assert {"NC1HWC0", "FRACTAL_Z", "ND"} <= formats, formats
+    assert {"NC1HWC0", "FILTER_KN", "ND"} <= formats, formats
     kinds = {t.kind for t in tensors}
     assert kinds == {"model_input", "input", "output"}
     with open(os.path.join(model.directory, "step0", "manifest.json")) as f:
@@ -133,7 +133,8 @@ def test_dump_all_writes_logical_shapes_named_by_node_equal_to_tf(program, tmp_p
     assert "NC1HWC0" in {t.format for t in relus}
     for t in relus:
         np.testing.assert_allclose(t.load(), relu, rtol=1e-5, atol=1e-5)
-    filters = [t for t in tensors if t.format == "FRACTAL_Z"]
+    filters = [t for t in tensors if t.format == "FILTER_KN"]
+    assert filters
     for t in filters:
         np.testing.assert_array_equal(t.load(), w["w1"])
     np.testing.assert_allclose(by_tensor["Softmax:0"][0].load(), out, rtol=1e-5, atol=1e-6)

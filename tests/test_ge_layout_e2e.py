@@ -62,7 +62,7 @@ def compile_inference(model, x, switches):
 def transdata_kinds(model):
     kinds = [(k.attrs["src_format"], k.attrs["dst_format"]) for k in model.kernels
              if k.kernel == "TransData"]
-    filters = sum(dst == mf.Format.FRACTAL_Z for _, dst in kinds)
+    filters = sum(dst in (mf.Format.FRACTAL_Z, mf.Format.FILTER_KN) for _, dst in kinds)
     return len(kinds) - filters, filters
 
 

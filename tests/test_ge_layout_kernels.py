@@ -1,4 +1,5 @@
-"""NC1HWC0 / FRACTAL_Z kernels of the simulated NPU (runtime/kernels/transdata.cc, *_5hd.cc).
+"""NC1HWC0 / FRACTAL_Z / FILTER_KN kernels of the simulated NPU (runtime/kernels/transdata.cc,
+*_5hd.cc).
 
 TransData's storage is checked byte for byte against graph_engine.ops.layout.pack (an ND
 arena value aliasing the padded one exposes the storage); every 5HD kernel runs between
@@ -14,6 +15,7 @@ from test_kernels_harness import (C, FLOAT_TYPES, GraphBuilder, assert_float_clo
                                   random, run_kernel, tf_cpu, to_f32)
 
 ND, NC1HWC0, FRACTAL_Z, NCHW = mf.Format.ND, mf.Format.NC1HWC0, mf.Format.FRACTAL_Z, mf.Format.NCHW
+FILTER_KN = mf.Format.FILTER_KN
 DTYPE_IDS = ["float32", "float16", "bfloat16"]
 ALL_DTYPES = FLOAT_TYPES + [np.int8, np.uint8, np.int32, np.float64]
 
@@ -82,19 +84,43 @@ def test_transdata_to_nc1hwc0_zeroes_the_padding_of_a_reused_buffer(shape, dtype
     np.testing.assert_array_equal(got, layout.pack(x, NC1HWC0))
 
 
+@pytest.mark.parametrize("fmt", [FRACTAL_Z, FILTER_KN], ids=lambda f: f.name)
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int8], ids=["float32", "float16", "int8"])
-@pytest.mark.parametrize("shape", [(3, 3, 5, 7), (1, 1, 16, 16), (2, 3, 40, 33)])
-def test_transdata_fractal_z_storage_and_round_trip(shape, dtype):
+@pytest.mark.parametrize("shape", [(3, 3, 5, 7), (1, 1, 16, 16), (2, 3, 40, 33), (7, 7, 3, 64)])
+def test_transdata_filter_storage_and_round_trip(shape, dtype, fmt):
     w = random(shape, dtype, -100, 100, seed=2)
     g = GraphBuilder()
     win = g.input(dtype, shape)
-    packed = to_format(g, win, dtype, shape, FRACTAL_Z)
+    packed = to_format(g, win, dtype, shape, fmt)
     back = g.output(dtype, shape)
-    g.kernel("TransData", [packed], [back], T=dt_enum(dtype), src_format=int(FRACTAL_Z), dst_format=0)
-    storage_of(g, packed, dtype, shape, FRACTAL_Z)
+    g.kernel("TransData", [packed], [back], T=dt_enum(dtype), src_format=int(fmt), dst_format=0)
+    storage_of(g, packed, dtype, shape, fmt)
     got_back, got_storage = g.load().run([w])
     np.testing.assert_array_equal(got_back, w)
-    np.testing.assert_array_equal(got_storage, layout.pack(w, FRACTAL_Z))
+    np.testing.assert_array_equal(got_storage, layout.pack(w, fmt))
+
+
+def test_filter_kn_rows_are_the_real_input_channels_per_c0_block():
+    # (c1, kh, kw, c0) over real channels: block 1 of 20 input channels holds 4 per tap
+    w = np.arange(2 * 3 * 20 * 5, dtype=np.float32).reshape(2, 3, 20, 5)
+    s = layout.pack(w, FILTER_KN)
+    assert s.shape == (2 * 3 * 20, 16)
+    np.testing.assert_array_equal(s[0, :5], w[0, 0, 0])               # c1 0, tap 0, c0 0
+    np.testing.assert_array_equal(s[16, :5], w[0, 1, 0])              # c1 0, tap 1
+    np.testing.assert_array_equal(s[6 * 16 + 4 + 2, :5], w[0, 1, 18])  # c1 1, tap 1, c0 2
+    assert not s[:, 5:].any()                                         # padding columns zero
+
+
+def test_filter_kn_rejects_nchw_and_half_convolutions_with_clear_errors():
+    g = GraphBuilder()
+    win = g.input(np.float32, (2, 3, 4, 5))
+    to_format(g, win, np.float32, (2, 3, 4, 5), FILTER_KN, src=NCHW)
+    with pytest.raises(Exception, match="FILTER_KN converts from/to HWIO filters"):
+        g.load()
+    x, w = random((1, 5, 5, 3), np.float16, seed=4), random((3, 3, 3, 8), np.float16, seed=5)
+    with pytest.raises(Exception, match="reads FILTER_KN filters in float32 only"):
+        run_5hd("Conv2D", [x, w], [NC1HWC0, FILTER_KN], np.float16, (1, 5, 5, 8),
+                strides=[1, 1, 1, 1], padding="SAME", data_format="NHWC")
 
 
 def test_transdata_from_and_to_nchw_moves_the_channel_axis():
@@ -115,7 +141,7 @@ def test_transdata_rejects_bad_format_pairs_with_a_clear_error():
     xin = g.input(np.float32, (2, 3))
     out = g.output(np.float32, (2, 3))
     g.kernel("TransData", [xin], [out], T=1, src_format=0, dst_format=0)
-    with pytest.raises(Exception, match="reads or writes NC1HWC0/FRACTAL_Z only"):
+    with pytest.raises(Exception, match="reads or writes NC1HWC0/FRACTAL_Z/FILTER_KN only"):
         g.load()
 
 
@@ -175,26 +201,34 @@ CONV_CASES = [  # input NHWC, filter HWIO, strides, padding, dilations
 ]
 
 
-@pytest.mark.parametrize("dtype", FLOAT_TYPES, ids=DTYPE_IDS)
+# The filter formats of each dtype: float32 filters are stored FILTER_KN (read in place) by the
+# layout pass; FRACTAL_Z (gathered and kept, or per block) serves every float type.
+FILTER_CASES = [(np.float32, FILTER_KN)] + [(d, FRACTAL_Z) for d in FLOAT_TYPES]
+FILTER_IDS = ["float32-FILTER_KN"] + [f"{i}-FRACTAL_Z" for i in DTYPE_IDS]
+
+
+@pytest.mark.parametrize("dtype,fmt", FILTER_CASES, ids=FILTER_IDS)
 @pytest.mark.parametrize("xs,ws,s,pad,d", CONV_CASES)
-def test_conv2d_5hd_matches_tf(xs, ws, s, pad, d, dtype):
+def test_conv2d_5hd_matches_tf(xs, ws, s, pad, d, dtype, fmt):
     x, w = random(xs, dtype, -1, 1, seed=4), random(ws, dtype, -1, 1, seed=5)
     attrs = dict(strides=[1, s, s, 1], padding=pad, dilations=[1, d, d, 1], data_format="NHWC")
     ref = tf_cpu("Conv2D", input=to_f32(x), filter=to_f32(w), **attrs)
-    got = run_5hd("Conv2D", [x, w], [NC1HWC0, FRACTAL_Z], dtype, ref.shape, **attrs)
+    got = run_5hd("Conv2D", [x, w], [NC1HWC0, fmt], dtype, ref.shape, **attrs)
     assert_float_close(got, ref, dtype)
 
 
-def test_conv2d_5hd_on_an_empty_batch():
+@pytest.mark.parametrize("fmt", [FILTER_KN, FRACTAL_Z], ids=lambda f: f.name)
+def test_conv2d_5hd_on_an_empty_batch(fmt):
     x, w = np.zeros((0, 4, 4, 3), np.float32), random((3, 3, 3, 5), seed=4)
-    got = run_5hd("Conv2D", [x, w], [NC1HWC0, FRACTAL_Z], np.float32, (0, 4, 4, 5),
+    got = run_5hd("Conv2D", [x, w], [NC1HWC0, fmt], np.float32, (0, 4, 4, 5),
                   strides=[1, 1, 1, 1], padding="SAME", data_format="NHWC")
     assert got.shape == (0, 4, 4, 5)
 
 
-@pytest.mark.parametrize("xs,d", [((2, 9, 9, 21), 1), ((2, 9, 9, 5), 2), ((1, 3, 3, 21), 1)],
-                         ids=["direct", "compact", "per_block"])
-def test_conv2d_5hd_ignores_nan_in_input_padding_lanes(xs, d):
+@pytest.mark.parametrize("xs,d,fmt", [((2, 9, 9, 21), 1, FILTER_KN), ((2, 9, 9, 5), 2, FILTER_KN),
+                                      ((2, 9, 9, 21), 1, FRACTAL_Z), ((1, 3, 3, 21), 1, FRACTAL_Z)],
+                         ids=["direct", "compact", "direct-kept", "per_block"])
+def test_conv2d_5hd_ignores_nan_in_input_padding_lanes(xs, d, fmt):
     """NC1HWC0 padding lanes are unspecified (docs/layouts.md): NaN there must not reach the
     output, neither through the direct rows, the compact im2col (dilated) nor per-block GEMMs."""
     x, w = random(xs, seed=10), random((3, 3, xs[-1], 6), seed=11)
@@ -210,21 +244,22 @@ def test_conv2d_5hd_ignores_nan_in_input_padding_lanes(xs, d):
                              mf.Kind.ARENA, g.values[xv].where, ND))
     g.kernel("Neg", [sin], [raw])
     y = padded_value(g, np.float32, ref.shape, NC1HWC0)
-    g.kernel("Conv2D", [xv, to_format(g, win, np.float32, w.shape, FRACTAL_Z)], [y], **attrs)
+    g.kernel("Conv2D", [xv, to_format(g, win, np.float32, w.shape, fmt)], [y], **attrs)
     out = g.output(np.float32, ref.shape)
     g.kernel("TransData", [y], [out], T=1, src_format=int(NC1HWC0), dst_format=0)
     got = g.load().run([-storage, w])[0]
     assert_float_close(got, ref, np.float32)
 
 
+@pytest.mark.parametrize("fmt", [FILTER_KN, FRACTAL_Z], ids=lambda f: f.name)
 @pytest.mark.parametrize("activation", ["", "Relu", "Relu6", "Sigmoid", "Elu", "Swish"])
-def test_fused_conv2d_5hd_matches_the_nd_fused_kernel(activation):
+def test_fused_conv2d_5hd_matches_the_nd_fused_kernel(activation, fmt):
     x, w = random((2, 8, 8, 12), seed=6), random((3, 3, 12, 19), seed=7)
     b, r = random((19,), seed=8), random((2, 8, 8, 19), seed=9)
     attrs = dict(strides=[1, 1, 1, 1], padding="SAME", data_format="NHWC", has_bias=True,
                  has_residual=True, activation=activation, alpha=0.2)
     ref = nd("NpuFusedConv2D", [x, w, b, r], np.float32, (2, 8, 8, 19), **attrs)
-    got = run_5hd("NpuFusedConv2D", [x, w, b, r], [NC1HWC0, FRACTAL_Z, ND, NC1HWC0], np.float32,
+    got = run_5hd("NpuFusedConv2D", [x, w, b, r], [NC1HWC0, fmt, ND, NC1HWC0], np.float32,
                   (2, 8, 8, 19), **attrs)
     assert_float_close(got, ref, np.float32)
 

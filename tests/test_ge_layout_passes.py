@@ -19,7 +19,7 @@ from graph_engine.compiler.passes.layout import (absorb_transposes, assign_forma
 from graph_engine.compiler import serialize
 
 F32 = dt.DT_FLOAT
-TYPE_ATTRS = ("T", "Tidx", "Tperm", "Tpaddings", "dtype")
+TYPE_ATTRS = ("T", "Tidx", "Tperm", "Tpaddings", "dtype", "SrcT", "DstT")
 LAYOUT = (assign_formats, insert_transdata, absorb_transposes, sink_transdata, cancel_transdata,
           fold_transdata)
 
@@ -52,7 +52,11 @@ class Builder:
 
     def conv(self, x, w, stride=1, fmt="NHWC"):
         s = [1, 1, stride, stride] if fmt == "NCHW" else [1, stride, stride, 1]
-        return self._add("Conv2D", [x, w], T=F32, strides=s, padding="SAME", data_format=fmt)
+        return self._add("Conv2D", [x, w], out_dtypes=(x.dtype,), T=x.dtype, strides=s,
+                         padding="SAME", data_format=fmt)
+
+    def cast(self, x, dtype):
+        return self._add("Cast", [x], out_dtypes=(dtype,), SrcT=x.dtype, DstT=dtype)
 
     def op(self, op, *inputs, **attrs):
         return self._add(op, inputs, T=F32, **attrs)
@@ -115,15 +119,26 @@ def test_cnn_runs_in_nc1hwc0_with_one_transdata_and_folded_filters():
     formats = {model.values[k.outputs[0]].format for k in model.kernels if k.kernel == "Conv2D"}
     assert formats == {Format.NC1HWC0}
     filters = [model.values[k.inputs[1]] for k in model.kernels if k.kernel == "Conv2D"]
-    assert all(f.format == Format.FRACTAL_Z and f.kind == 1 for f in filters)   # constants
+    assert all(f.format == Format.FILTER_KN and f.kind == 1 for f in filters)   # constants
 
 
-def test_filters_that_are_graph_inputs_keep_a_per_step_fractal_z_transdata():
+def test_filters_that_are_graph_inputs_keep_a_per_step_weight_transdata():
     def build(b):
         x, w = b.arg((1, 6, 6, 5)), b.arg((3, 3, 5, 7))
         return b.compile(b.op("Relu", b.conv(x, w)))
     model, _ = check(build)
-    assert sorted(transdata(model)) == sorted([("ND", "FRACTAL_Z"), ("ND", "NC1HWC0"), ("NC1HWC0", "ND")])
+    assert sorted(transdata(model)) == sorted([("ND", "FILTER_KN"), ("ND", "NC1HWC0"), ("NC1HWC0", "ND")])
+
+
+def test_half_filters_are_stored_fractal_z():
+    # conv_5hd.cc reads FILTER_KN in place in float32 only; other floats keep FRACTAL_Z
+    def build(b):
+        half = dt.DT_HALF
+        y = b.conv(b.cast(b.arg((1, 6, 6, 5)), half), b.cast(b.arg((3, 3, 5, 7)), half))
+        return b.compile(b.op("Relu", b.cast(y, F32)))
+    model, _ = check(build)
+    assert ("ND", "FRACTAL_Z") in transdata(model)
+    assert not any(dst == "FILTER_KN" for _, dst in transdata(model))
 
 
 @pytest.mark.parametrize("case", ["no_convolution", "nchw_conv", "depth_multiplier_2", "rank_3"])

@@ -217,6 +217,10 @@ m = load(transdata_model(fmt=mf.Format.FRACTAL_Z, shape=fz), "exact FRACTAL_Z st
 assert m is not None and np.array_equal(m.run([w])[0], w)
 assert load(transdata_model(scratch_nbytes=w.nbytes, fmt=mf.Format.FRACTAL_Z, shape=fz),
             "FRACTAL_Z with logical bytes") is None
+m = load(transdata_model(fmt=mf.Format.FILTER_KN, shape=fz), "exact FILTER_KN storage")
+assert m is not None and np.array_equal(m.run([w])[0], w)
+assert load(transdata_model(scratch_nbytes=w.nbytes, fmt=mf.Format.FILTER_KN, shape=fz),
+            "FILTER_KN with logical bytes") is None
 g = transdata_model()
 g.arena -= 64                                     # the scratch value now ends past the arena
 assert load(g, "value past the arena") is None
@@ -256,7 +260,8 @@ print("done", flush=True)
     assert r.returncode == 0, f"exit status {r.returncode}\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
     out = r.stdout
     assert "done" in out, out
-    for refused in ("NC1HWC0 with logical bytes", "FRACTAL_Z with logical bytes", "value past the arena",
+    for refused in ("NC1HWC0 with logical bytes", "FRACTAL_Z with logical bytes",
+                    "FILTER_KN with logical bytes", "value past the arena",
                     "constant past the blob", "FRACTAL_NZ with logical bytes"):
         line = next(l for l in out.splitlines() if refused in l)
         assert line.startswith("refused") and "corrupt" in line, line

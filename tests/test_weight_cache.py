@@ -1,8 +1,9 @@
-"""Weights converted once (issue 17): an inference graph's variable filters go into FRACTAL_Z
-(with inference batch norm folded in) as CACHED values the executor keeps between runs. The
-conversion is skipped while the weights are the same buffers, and runs again after any write
-to them: assign, assign_add/sub, an optimizer step, Keras fit. The 5HD convolution keeps its
-repacked filter while the converted filter's version holds, so a stale one would show here too.
+"""Weights converted once (issue 17): an inference graph's variable filters go into their
+weight format (FILTER_KN in float32, FRACTAL_Z in float16; inference batch norm folded in) as
+CACHED values the executor keeps between runs. The conversion is skipped while the weights are
+the same buffers, and runs again after any write to them: assign, assign_add/sub, an optimizer
+step, Keras fit. The 5HD convolution keeps its float32 copy of a FRACTAL_Z filter while the
+converted filter's version holds, so a stale one would show here too (the float16 case).
 Results are checked against TensorFlow on the CPU with the same weights after every kind of
 write."""
 import keras
@@ -10,7 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import npu_device  # noqa: F401  (registers the NPU)
+import npu_device
 from graph_engine.compiler import compile as ge_compile
 from npu_device import runtime
 
@@ -42,10 +43,21 @@ def reused():
     return runtime.counters()["conversions_reused"]
 
 
-def check(model, infer, x):
+def check(model, infer, x, tol=1e-4):
     got = infer(x).numpy()
-    np.testing.assert_allclose(got, cpu_reference(model, x), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(got, cpu_reference(model, x), rtol=tol, atol=tol)
     return got
+
+
+@pytest.fixture(params=["must_keep_origin_dtype", "force_fp16"])
+def precision(request):
+    """The filters' storage: FILTER_KN (float32, read in place) or FRACTAL_Z (float16, whose
+    float32 copy the convolution keeps); yields the tolerance against TF's float32."""
+    npu_device.set_npu_config(precision_mode=request.param)
+    try:
+        yield 1e-4 if request.param == "must_keep_origin_dtype" else 3e-2
+    finally:
+        npu_device.set_npu_config(precision_mode="must_keep_origin_dtype")
 
 
 def test_inference_converts_weights_once_and_compiles_no_per_step_weight_transdata():
@@ -99,12 +111,15 @@ def test_folded_filters_share_bytes_and_one_filter_changing_alone_is_seen():
 
 
 @pytest.mark.parametrize("write", ["assign", "assign_add", "assign_sub", "optimizer", "tf1_apply"])
-def test_a_write_to_a_weight_is_seen_by_the_next_inference(write):
+def test_a_write_to_a_weight_is_seen_by_the_next_inference(write, precision):
     x = np.random.default_rng(2).standard_normal((2, 12, 12, 3)).astype(np.float32)
     with tf.device(NPU):
         model = cnn(seed=3)
+        ge_compile.clear_recent()
         infer = tf.function(lambda t: model(t, training=False))
-        before = check(model, infer, x)
+        before = check(model, infer, x, precision)
+        formats = {dst for m in ge_compile.recent_compiles() for dst in m.get("weight_formats", ())}
+        assert formats == ({"FILTER_KN"} if precision < 1e-3 else {"FRACTAL_Z"}), formats
         infer(x)                                  # the conversions are cached now
         kernel, gamma = model.layers[0].kernel, model.layers[1].gamma
         delta = tf.fill(kernel.shape, 0.25)
@@ -121,7 +136,7 @@ def test_a_write_to_a_weight_is_seen_by_the_next_inference(write):
         else:
             tf.raw_ops.ResourceApplyGradientDescent(var=kernel.handle, alpha=tf.constant(0.5),
                                                     delta=delta)
-        after = check(model, infer, x)
+        after = check(model, infer, x, precision)
         assert not np.allclose(after, before)
         np.testing.assert_array_equal(infer(x).numpy(), after)   # and cached again
 

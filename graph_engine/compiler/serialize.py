@@ -6,7 +6,7 @@ import numpy as np
 
 from graph_engine.ops import dtypes as dt
 from graph_engine.compiler import model_format as mf
-from graph_engine.compiler.passes.plan_memory import nbytes
+from graph_engine.compiler.passes.plan_memory import WEIGHT_FORMATS, nbytes
 
 COMPILER_VERSION = "0.1.0"
 
@@ -50,13 +50,15 @@ def build_model(c) -> mf.Model:
         "inputs": [_desc(n, v) for n, v in zip(p.input_names, p.inputs)],
         "outputs": [_desc(n, v) for n, v in zip(p.output_names, p.outputs)],
         "kernels": [k.kernel for k in p.kernels],
-        # conversions of weights (graph inputs, e.g. variables) into FRACTAL_Z that run on every
-        # step, apart from the activation TransData at layout boundaries; those kept between
+        # conversions of weights (graph inputs, e.g. variables) into a weight format
+        # (FRACTAL_Z, FILTER_KN) that run on every step, apart from the activation TransData at layout boundaries; those kept between
         # runs (CACHED values, converted again only when the input changes) are counted apart
         "weight_transdata": sum(_weight_transdata(k) and plan.kind.get(k.outputs[0]) != mf.Kind.CACHED
                                 for k in p.kernels),
         "cached_weight_transdata": sum(_weight_transdata(k) and plan.kind.get(k.outputs[0]) == mf.Kind.CACHED
                                        for k in p.kernels),
+        "weight_formats": sorted({mf.Format(k.attrs["dst_format"]).name for k in p.kernels
+                                  if _weight_transdata(k)}),
         "cached_conversions": plan.cached_conversions,
         "cached_bytes": plan.cached_bytes,
         "cached_transient": plan.cached_transient,
@@ -78,7 +80,7 @@ def build_model(c) -> mf.Model:
 
 
 def _weight_transdata(k):
-    return k.kernel == "TransData" and k.attrs.get("dst_format") == mf.Format.FRACTAL_Z
+    return k.kernel == "TransData" and k.attrs.get("dst_format") in WEIGHT_FORMATS
 
 
 # Kernels the engine inserts that only change a value's storage format or precision: a value

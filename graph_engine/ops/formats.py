@@ -10,3 +10,4 @@ class Format(enum.IntEnum):
     NC1HWC0 = 3
     FRACTAL_Z = 4
     FRACTAL_NZ = 5
+    FILTER_KN = 6

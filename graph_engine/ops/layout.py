@@ -7,6 +7,11 @@ Values keep their logical (TF) shape; the format only says how the elements are 
     FRACTAL_Z  logical HWIO filter [KH, KW, Cin, Cout], stored [C1 * KH * KW, N1, N0, C0] with
                C1 = ceil(Cin / C0), N1 = ceil(Cout / N0), N0 = 16; block (c1, kh, kw) holds
                element (kh, kw, c1 * C0 + c0, n1 * N0 + n0) at [n1, n0, c0]
+    FILTER_KN  logical HWIO filter, stored as the convolution GEMM's [K, N] operand:
+               [KH * KW * Cin, N1 * N0], row (c1, kh, kw, c0) over the real input channels
+               only (block c1 has min(C0, Cin - c1 * C0) of them), column n the output
+               channel. The simulator's float32 convolutions read it in place (FRACTAL_Z,
+               Ascend's cube format, is transposed per 16x16 block for its vector units).
 
 C0 is 16 for 2- and 4-byte floats and 32 for 1-byte types (one 32-byte cube row). Padding
 lanes have unspecified contents: no kernel lets them reach a real output, so layout-agnostic
@@ -23,7 +28,8 @@ from graph_engine.ops.formats import Format
 from graph_engine.ops.base import ALL, Op, register
 
 N0 = 16
-PADDED = (Format.NC1HWC0, Format.FRACTAL_Z)
+PADDED = (Format.NC1HWC0, Format.FRACTAL_Z, Format.FILTER_KN)
+FILTERS = (Format.FRACTAL_Z, Format.FILTER_KN)     # logically HWIO
 # TransData ends: the logical layouts of ND values and the padded NPU formats.
 PLAIN = (Format.ND, Format.NCHW, Format.NHWC)
 
@@ -51,12 +57,19 @@ def storage_shape(fmt, shape, dtype):
     if fmt == Format.NC1HWC0:
         n, h, w, c = nhwc(shape)
         return (n, _ceil(c, k), h, w, k)
-    if fmt == Format.FRACTAL_Z:
+    if fmt in FILTERS:
         if len(shape) != 4:
-            raise ValueError(f"FRACTAL_Z holds HWIO filters, got shape {list(shape)}")
+            raise ValueError(f"{fmt.name} holds HWIO filters, got shape {list(shape)}")
         kh, kw, ci, co = shape
+        if fmt == Format.FILTER_KN:
+            return (kh * kw * ci, _ceil(co, N0) * N0)
         return (_ceil(ci, k) * kh * kw, _ceil(co, N0), N0, k)
     return tuple(shape)
+
+
+def _kn_blocks(ci, k):
+    """FILTER_KN's input-channel blocks: (first channel, end) of each C0 block."""
+    return [(lo, min(lo + k, ci)) for lo in range(0, ci, k)]
 
 
 def pack(x, fmt):
@@ -72,6 +85,10 @@ def pack(x, fmt):
         y[..., :c] = x.reshape(n, h, w, c)
         return np.ascontiguousarray(y.reshape(n, h, w, c1, k).transpose(0, 3, 1, 2, 4))
     kh, kw, ci, co = x.shape
+    if fmt == Format.FILTER_KN:
+        y = np.zeros((kh * kw * ci, _ceil(co, N0) * N0), x.dtype)
+        y[:, :co] = np.concatenate([x[:, :, lo:hi].reshape(-1, co) for lo, hi in _kn_blocks(ci, k)])
+        return y
     c1, n1 = _ceil(ci, k), _ceil(co, N0)
     y = np.zeros((kh, kw, c1 * k, n1 * N0), x.dtype)
     y[:, :, :ci, :co] = x
@@ -91,6 +108,14 @@ def unpack(s, fmt, shape):
         x = s.transpose(0, 2, 3, 1, 4).reshape(n, h, w, -1)[..., :c]
         return np.ascontiguousarray(x).reshape(shape)
     kh, kw, ci, co = shape
+    if fmt == Format.FILTER_KN:
+        x = np.empty(shape, s.dtype)
+        row = 0
+        for lo, hi in _kn_blocks(ci, c0(dt.from_numpy(s.dtype))):
+            rows = kh * kw * (hi - lo)
+            x[:, :, lo:hi] = s[row:row + rows, :co].reshape(kh, kw, hi - lo, co)
+            row += rows
+        return x
     c1, n1 = _ceil(ci, k), s.shape[1]
     y = s.reshape(c1, kh, kw, n1, N0, k).transpose(1, 2, 0, 5, 3, 4)
     return np.ascontiguousarray(y.reshape(kh, kw, c1 * k, n1 * N0)[:, :, :ci, :co])
@@ -111,8 +136,9 @@ class TransData(Op):
         if len(pair) != 2 or not (pair & set(PADDED)) or not (pair & set(PLAIN)):
             raise ValueError(f"TransData converts between {'/'.join(f.name for f in PLAIN)} and "
                              f"{'/'.join(f.name for f in PADDED)}; got {src.name} -> {dst.name}")
-        if Format.FRACTAL_Z in pair and Format.ND not in pair and Format.NHWC not in pair:
-            raise ValueError("FRACTAL_Z converts from/to HWIO filters (ND) only")
+        for f in pair & set(FILTERS):
+            if Format.ND not in pair and Format.NHWC not in pair:
+                raise ValueError(f"{f.name} converts from/to HWIO filters (ND) only")
         return src, dst
 
     def shapes(self, shapes, attrs):

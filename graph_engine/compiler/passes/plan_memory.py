@@ -7,7 +7,7 @@ in place (Op.inplace) takes the buffer of an input of the same storage size and 
 last use is that kernel. A buffer holding a graph input, a constant or a graph output lives
 there, not in the arena.
 
-Values in a weight format (FRACTAL_Z) computed from graph inputs alone, and what they are
+Values in a weight format (FRACTAL_Z, FILTER_KN) computed from graph inputs alone, and what they are
 computed from on the way (`cached_conversions`), are CACHED: they live in a region of their own
 that outlasts the run, so the runtime converts a weight once and reuses the result while the
 input is unchanged (the caller vouches for that; docs/compiled_model_format.md).
@@ -136,7 +136,7 @@ def best_fit(life, size, order):
 
 # Storage formats of contraction weights: a graph input converted into one is a weight arriving
 # per step (a variable's value), worth converting once.
-WEIGHT_FORMATS = (Format.FRACTAL_Z,)
+WEIGHT_FORMATS = (Format.FRACTAL_Z, Format.FILTER_KN)
 
 
 def cached_conversions(program, buffers, kind):

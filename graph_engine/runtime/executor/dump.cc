@@ -4,7 +4,7 @@
 // An observer (npurt/observer.h) writes, for every run whose step dump_step selects, the model's
 // inputs and each kernel's inputs (before it computes: outputs may overwrite them in place) and/or
 // outputs as .npy files named after the kernel's graph node, in the value's logical TF shape
-// (NC1HWC0 / FRACTAL_Z storage converted back with the TransData kernel; bfloat16 as float32),
+// (NC1HWC0 / FRACTAL_Z / FILTER_KN storage converted back with the TransData kernel; bfloat16 as float32),
 // plus a manifest.json per step. Independently of dump_step, a kernel whose float16 store
 // overflowed or produced NaN (the float-status flag, kernels/float_status.h) gets its inputs (as
 // they were before it ran) and outputs written under overflow/step<N>/.
@@ -153,7 +153,7 @@ std::string NpyOf(const TensorDesc& d, const std::string& raw, std::string* why)
   const int elem = kernels::DTypeSize(d.dtype);
   std::string logical;
   if (kernels::IsPaddedFormat(d.format)) {
-    if (d.format != kernels::kNC1HWC0 && d.format != kernels::kFractalZ) {
+    if (d.format != kernels::kNC1HWC0 && d.format != kernels::kFractalZ && d.format != kernels::kFilterKN) {
       *why = "values stored " + kernels::FormatName(d.format) + " cannot be converted to their logical shape";
       return "";
     }

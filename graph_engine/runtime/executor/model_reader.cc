@@ -125,8 +125,8 @@ uint64_t SatMul(uint64_t a, uint64_t b) {
 }
 
 // Bytes of storage a value's format needs for its logical dims (docs/compiled_model_format.md,
-// "Storage formats"). Dims a padded format cannot hold (NC1HWC0 of rank > 4, FRACTAL_Z not
-// 4-D, FRACTAL_NZ below rank 2) need their logical size: every kernel reading that format
+// "Storage formats"). Dims a padded format cannot hold (NC1HWC0 of rank > 4, FRACTAL_Z or
+// FILTER_KN not 4-D, FRACTAL_NZ below rank 2) need their logical size: every kernel reading that format
 // refuses such a value at load (Nc1hwc0::Of, TransData), and the rest refuse padded formats.
 uint64_t StorageBytes(const TensorDesc& d) {
   using namespace kernels;
@@ -146,6 +146,11 @@ uint64_t StorageBytes(const TensorDesc& d) {
       if (d.dims.size() != 4) break;
       bytes = SatMul(SatMul(bytes, d.dims[0]), d.dims[1]);
       bytes = SatMul(bytes, ceil_to(d.dims[2], c0));
+      return SatMul(bytes, ceil_to(d.dims[3], kN0));
+    }
+    case kFilterKN: {
+      if (d.dims.size() != 4) break;
+      bytes = SatMul(SatMul(SatMul(bytes, d.dims[0]), d.dims[1]), d.dims[2]);
       return SatMul(bytes, ceil_to(d.dims[3], kN0));
     }
     case kFractalNZ: {
@@ -171,8 +176,9 @@ Status Validate(const ModelDef& m) {
     if (!kernels::IsSupportedDType(d.dtype))
       return Corrupt(ValueName(id) + " has DataType " + std::to_string(d.dtype) +
                      "; supported: " + kernels::SupportedDTypeNames());
-    if (d.format < 0 || d.format > 5)
-      return Corrupt(ValueName(id) + " has unknown format " + std::to_string(d.format) + " (allowed 0-5)");
+    if (d.format < 0 || d.format > kernels::kLastFormat)
+      return Corrupt(ValueName(id) + " has unknown format " + std::to_string(d.format) + " (allowed 0-" +
+                     std::to_string(kernels::kLastFormat) + ")");
     if (d.dims.size() > static_cast<size_t>(kernels::kMaxRank))
       return Corrupt(ValueName(id) + " has rank " + std::to_string(d.dims.size()) + " (at most " +
                      std::to_string(kernels::kMaxRank) + ")");
@@ -238,10 +244,23 @@ Status Validate(const ModelDef& m) {
       return Corrupt("graph output " + std::to_string(i) + " names " + ValueName(m.outputs[i]) +
                      ", a cached value (the model keeps those)");
   }
+  // The cached region is not cleared at load (its first writers fault its pages in, in
+  // parallel): no node may read cached bytes that no earlier node wrote (an alias, e.g. a
+  // Reshape, reads bytes its root's writer wrote).
+  std::vector<std::pair<uint64_t, uint64_t>> cached_written;   // [where, end) of written values
+  const auto written = [&](const ValueDef& v) {
+    return std::any_of(cached_written.begin(), cached_written.end(), [&](const auto& w) {
+      return w.first <= v.where && v.where + v.desc.nbytes <= w.second;
+    });
+  };
   for (const NodeDef& k : m.nodes) {
-    for (uint32_t id : k.inputs)
+    for (uint32_t id : k.inputs) {
       if (id >= n_values)
         return Corrupt("node '" + k.node + "' reads missing " + ValueName(id));
+      if (m.values[id].kind == ValueKind::kCached && !written(m.values[id]))
+        return Corrupt("node '" + k.node + "' reads " + ValueName(id) +
+                       ", a cached value no earlier node writes");
+    }
     for (uint32_t id : k.outputs) {
       if (id >= n_values)
         return Corrupt("node '" + k.node + "' writes missing " + ValueName(id));
@@ -256,6 +275,9 @@ Status Validate(const ModelDef& m) {
     const bool writes_cached = std::any_of(k.outputs.begin(), k.outputs.end(), cached);
     if (writes_cached && !std::all_of(k.outputs.begin(), k.outputs.end(), cached))
       return Corrupt("node '" + k.node + "' writes cached and per-run values together");
+    if (writes_cached)
+      for (uint32_t id : k.outputs)
+        cached_written.emplace_back(m.values[id].where, m.values[id].where + m.values[id].desc.nbytes);
     for (uint32_t id : k.inputs) {
       const ValueKind kind = m.values[id].kind;
       if (writes_cached && kind != ValueKind::kInput && kind != ValueKind::kConst && !cached(id))

@@ -1,22 +1,21 @@
-// Conv2D / NpuFusedConv2D on NC1HWC0 activations with FRACTAL_Z filters (docs/layouts.md).
+// Conv2D / NpuFusedConv2D on NC1HWC0 activations with FILTER_KN (float32) or FRACTAL_Z filters
+// (docs/layouts.md).
 //
 // The contraction axis is ordered (c1, kh, kw, c0), FRACTAL_Z's block order, so im2col rows
 // gather C0-lane runs straight from the 5HD input. Two forms of it:
 //  * compact (the usual case): only real input channels enter the contraction, so a 3-channel
 //    input contracts over 3 lanes per tap, not 16. The input is first copied, per C1 block, into
 //    a zero-bordered image of its real lanes, so that an im2col window row is one contiguous run
-//    of it (an RGB row: 9 floats) with no bounds to check; the filter is gathered into a dense
-//    [K, Cout padded] matrix (the GEMM's plain right operand: as the transposed one, the GEMM
-//    repacked it with a transpose per call, a third of ResNet50's inference time) without its
-//    padding lanes, and
-//    kept while the filter's version (KernelArgs::versions) holds: weights are gathered once
-//    per variable update, not per call (the gather was a quarter of ResNet50's inference time,
-//    whose late stages have few pixels per filter element); no padding lane of the input is
-//    ever read;
-//  * per block (a few output pixels, where that gather would cost as much as the GEMM): one
-//    small GEMM per FRACTAL_Z block reading it in place as a transposed [N, C0] operand, with
-//    the input's padding lanes zeroed in the im2col rows (they are unspecified; FRACTAL_Z
-//    padding is zero, so nothing from them reaches a real output).
+//    of it (an RGB row: 9 floats) with no bounds to check; the filter is the dense
+//    [K, Cout padded] matrix FILTER_KN stores (the GEMM's plain right operand: as the
+//    transposed one, the GEMM repacked it with a transpose per call, a third of ResNet50's
+//    inference time), read in place. A FRACTAL_Z filter (float16/bfloat16) is gathered into
+//    that matrix in float32 and kept while the filter's version (KernelArgs::versions) holds:
+//    once per variable update, not per call. No padding lane of the input is ever read;
+//  * per block (FRACTAL_Z, a few output pixels, where that gather would cost as much as the
+//    GEMM): one small GEMM per FRACTAL_Z block reading it in place as a transposed [N, C0]
+//    operand, with the input's padding lanes zeroed in the im2col rows (they are unspecified;
+//    FRACTAL_Z padding is zero, so nothing from them reaches a real output).
 //  * direct (the compact form's usual case; see kDirectMaxK): the contraction rows are read in
 //    place from the zero-bordered copy, strips of output pixels accumulated in registers
 //    (kernels/conv_direct.h), no im2col and no GEMM.
@@ -53,8 +52,8 @@ constexpr int64_t kDirectMinPixels = 128, kDirectMaxK = 4608;
 
 class Conv5hdKernel : public Kernel {
  public:
-  Conv5hdKernel(Window2D g, Nc1hwc0 x, Nc1hwc0 y, int dtype, Epilogue ep)
-      : g_(g), x_(x), y_(y), dtype_(dtype), ep_(ep), act_(ep),
+  Conv5hdKernel(Window2D g, Nc1hwc0 x, Nc1hwc0 y, int dtype, bool filter_kn, Epilogue ep)
+      : g_(g), x_(x), y_(y), dtype_(dtype), filter_kn_(filter_kn), ep_(ep), act_(ep),
         geo_(DirectGeometry::Forward(g)) {
     act_.has_bias = act_.has_residual = false;
   }
@@ -62,15 +61,23 @@ class Conv5hdKernel : public Kernel {
   Status Compute(const KernelArgs& args) const override {
     const int64_t taps = g_.kh * g_.kw, np = y_.c1 * kC0, blocks_k = x_.c1 * taps;
     const int64_t pixels = g_.n * g_.oh * g_.ow;
-    const bool per_block = pixels < kPerBlockPixels;
+    const bool per_block = !filter_kn_ && pixels < kPerBlockPixels;
     const int64_t k = per_block ? blocks_k * kC0 : x_.c * taps;   // contraction length
     FloatIn x(dtype_, args.in(0), x_.size());
-    // Per block: the FRACTAL_Z filter as is. Else the compact filter [k, np], kept while the
-    // filter's version holds (weights: from one variable update to the next).
+    // The compact filter [k, np]: FILTER_KN's storage, or gathered from FRACTAL_Z and kept
+    // while the filter's version holds (weights: from one variable update to the next). Per
+    // block: the FRACTAL_Z filter as is.
     std::unique_ptr<FloatIn> fz;
-    std::shared_ptr<const float[]> w;
-    if (per_block) fz = std::make_unique<FloatIn>(dtype_, args.in(1), blocks_k * np * kC0);
-    else w = CompactFilter(args.in(1), args.version(1), blocks_k, np, k, taps);
+    std::shared_ptr<const float[]> kept;
+    const float* w = nullptr;
+    if (filter_kn_) {
+      w = args.in<float>(1);
+    } else if (per_block) {
+      fz = std::make_unique<FloatIn>(dtype_, args.in(1), blocks_k * np * kC0);
+    } else {
+      kept = CompactFilter(args.in(1), args.version(1), blocks_k, np, k, taps);
+      w = kept.get();
+    }
     std::vector<float> bias(np, 0.0f);
     int next = 2;
     if (ep_.has_bias) {
@@ -90,7 +97,7 @@ class Conv5hdKernel : public Kernel {
         blocks[b] = {padded + PaddedAt(b, 0), real, g_.dh * geo_.wp * real, g_.kw * real};
       }
       const float* res = residual ? residual->data() : nullptr;
-      DirectConvAll(blocks.data(), x_.c1, g_.kh, geo_, w.get(), np, nullptr,
+      DirectConvAll(blocks.data(), x_.c1, g_.kh, geo_, w, np, nullptr,
                     [&](int64_t p0, int64_t p1, const float* rows) {
                       Store(rows, p0, p1, bias.data(), res, y.data());
                     });
@@ -120,7 +127,7 @@ class Conv5hdKernel : public Kernel {
             Gemm(m, np, kC0, cols + b * m * kC0, false, fz->data() + b * np * kC0, true, acc,
                  b > 0);
         } else {
-          Gemm(m, np, k, cols, false, w.get(), false, acc);
+          Gemm(m, np, k, cols, false, w, false, acc);
         }
         Store(acc, p0, p1, bias.data(), residual ? residual->data() : nullptr, y.data());
       }
@@ -269,6 +276,7 @@ class Conv5hdKernel : public Kernel {
   Window2D g_;
   Nc1hwc0 x_, y_;
   int dtype_;
+  bool filter_kn_;                              // else FRACTAL_Z
   Epilogue ep_, act_;                           // act_: ep_'s activation alone
   DirectGeometry geo_;                          // of the zero-bordered input copy (hp, wp)
   mutable std::mutex filter_mu_;                // guards the two below (runs may overlap)
@@ -282,9 +290,13 @@ Status MakeConv5hd(const KernelDef& def, std::unique_ptr<Kernel>* out, bool fuse
   NPU_RETURN_IF_ERROR(CheckArity(def, 2 + ep.extra_inputs(), 1));
   NPU_RETURN_IF_ERROR(CheckFloatStorage(def));
   const TensorDesc &in = def.inputs[0], &filter = def.inputs[1], &o = def.outputs[0];
-  if (in.format != kNC1HWC0 || filter.format != kFractalZ || o.format != kNC1HWC0)
-    return Error("with padded formats needs an NC1HWC0 input, a FRACTAL_Z filter and an NC1HWC0 output; got ",
-                 FormatName(in.format), ", ", FormatName(filter.format), ", ", FormatName(o.format));
+  if (in.format != kNC1HWC0 || (filter.format != kFractalZ && filter.format != kFilterKN) ||
+      o.format != kNC1HWC0)
+    return Error("with padded formats needs an NC1HWC0 input, a FRACTAL_Z or FILTER_KN filter and an NC1HWC0 ",
+                 "output; got ", FormatName(in.format), ", ", FormatName(filter.format), ", ", FormatName(o.format));
+  if (filter.format == kFilterKN && filter.dtype != kFloat)
+    return Error("reads FILTER_KN filters in float32 only (in place); a ", DTypeName(filter.dtype),
+                 " filter is stored FRACTAL_Z");
   std::string data_format;
   NPU_RETURN_IF_ERROR(def.attrs.String("data_format", "NHWC", &data_format));
   if (data_format != "NHWC" || in.dims.size() != 4 || filter.dims.size() != 4)
@@ -304,7 +316,7 @@ Status MakeConv5hd(const KernelDef& def, std::unique_ptr<Kernel>* out, bool fuse
   NPU_RETURN_IF_ERROR(Nc1hwc0::Of(in, &x));
   NPU_RETURN_IF_ERROR(Nc1hwc0::Of(o, &y));
   if (x.c0 != kC0 || y.c0 != kC0) return Error("float NC1HWC0 values have C0 = ", kC0, ", got ", x.c0);
-  *out = std::make_unique<Conv5hdKernel>(g, x, y, o.dtype, ep);
+  *out = std::make_unique<Conv5hdKernel>(g, x, y, o.dtype, filter.format == kFilterKN, ep);
   return Status::Ok();
 }
 

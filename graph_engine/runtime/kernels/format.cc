@@ -4,8 +4,8 @@ namespace npu {
 namespace kernels {
 
 std::string FormatName(int format) {
-  static const char* kNames[] = {"ND", "NCHW", "NHWC", "NC1HWC0", "FRACTAL_Z", "FRACTAL_NZ"};
-  return format >= 0 && format <= kFractalNZ ? kNames[format] : "Format(" + std::to_string(format) + ")";
+  static const char* kNames[] = {"ND", "NCHW", "NHWC", "NC1HWC0", "FRACTAL_Z", "FRACTAL_NZ", "FILTER_KN"};
+  return format >= 0 && format <= kLastFormat ? kNames[format] : "Format(" + std::to_string(format) + ")";
 }
 
 Status Nc1hwc0::Of(const TensorDesc& d, Nc1hwc0* out) {
@@ -28,6 +28,8 @@ Dims StorageDims(const TensorDesc& d) {
     if (Nc1hwc0::Of(d, &g).ok()) return {g.n, g.c1, g.h, g.w, g.c0};
   } else if (d.format == kFractalZ && d.dims.size() == 4) {
     return {CeilDiv(d.dims[2], c0) * d.dims[0] * d.dims[1], CeilDiv(d.dims[3], kN0), kN0, c0};
+  } else if (d.format == kFilterKN && d.dims.size() == 4) {
+    return {d.dims[0] * d.dims[1] * d.dims[2], CeilDiv(d.dims[3], kN0) * kN0};
   }
   return d.dims;
 }

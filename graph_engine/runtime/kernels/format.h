@@ -1,14 +1,17 @@
-// NPU storage formats (docs/layouts.md): NC1HWC0 activations and FRACTAL_Z filters, and the
-// registry through which kernels opt in to reading and writing them.
+// NPU storage formats (docs/layouts.md): NC1HWC0 activations, FRACTAL_Z and FILTER_KN filters,
+// and the registry through which kernels opt in to reading and writing them.
 //
 // A value keeps its logical (TF) dims; its format says how the elements are stored.
 //   NC1HWC0:   logical NHWC (rank < 4 right-aligned), storage [N, C1, H, W, C0]
 //   FRACTAL_Z: logical HWIO [KH, KW, Cin, Cout], storage [C1*KH*KW, N1, N0=16, C0]
+//   FILTER_KN: logical HWIO, storage [KH*KW*Cin, N1*N0]: row (c1, kh, kw, c0) over the real
+//              input channels of each C0 block (FilterKnRow), column the output channel
 // C0 is 16 for 2- and 4-byte types, 32 for 1-byte types. Padding lanes hold unspecified
 // values; kernels never let them reach a real output.
 #ifndef NPU_KERNELS_FORMAT_H_
 #define NPU_KERNELS_FORMAT_H_
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -19,12 +22,21 @@
 namespace npu {
 namespace kernels {
 
-enum Format : int { kND = 0, kNCHW = 1, kNHWC = 2, kNC1HWC0 = 3, kFractalZ = 4, kFractalNZ = 5 };
+enum Format : int {
+  kND = 0, kNCHW = 1, kNHWC = 2, kNC1HWC0 = 3, kFractalZ = 4, kFractalNZ = 5, kFilterKN = 6,
+  kLastFormat = kFilterKN
+};
 constexpr int64_t kN0 = 16;
 
 inline bool IsPaddedFormat(int format) { return format >= kNC1HWC0; }
 inline int64_t C0Of(int dtype) { return DTypeSize(dtype) == 1 ? 32 : 16; }
 inline int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+// FILTER_KN's row of HWIO element (kh, kw, ci, *): blocks before ci's are full (C0 * taps rows).
+inline int64_t FilterKnRow(int64_t kh, int64_t kw, int64_t ci, int64_t KW, int64_t taps, int64_t cin,
+                           int64_t c0) {
+  const int64_t c1 = ci / c0, real = std::min(c0, cin - c1 * c0);
+  return c1 * c0 * taps + (kh * KW + kw) * real + ci % c0;
+}
 std::string FormatName(int format);
 
 // One float NC1HWC0 pixel's C0 = 16 lanes are two vectors of 8 (the AVX2 width; GCC/Clang

@@ -58,7 +58,7 @@ void EnsureDispatcher(Registry& r, const std::string& name) {
     }
     const KernelFactory* f = Find(reg.nd, name);
     if (f == nullptr)
-      return Error("has no kernel for ND values; it reads or writes NC1HWC0/FRACTAL_Z only");
+      return Error("has no kernel for ND values; it reads or writes NC1HWC0/FRACTAL_Z/FILTER_KN only");
     return (*f)(def, out);
   };
 }

@@ -1,10 +1,11 @@
 // TransData: converts a value between a logical layout (ND / NHWC / NCHW) and a padded NPU
-// format (NC1HWC0, FRACTAL_Z). Every conversion is a strided copy over the storage's blocked
+// format (NC1HWC0, FRACTAL_Z, FILTER_KN). Every conversion is a strided copy over the storage's blocked
 // axes, split into the full C0 (or N0) blocks and the last partial one; writing a padded
 // format zeroes its padding first (docs/layouts.md: contents unspecified, zero is a choice).
 // NHWC <-> NC1HWC0, every activation at a 5HD boundary, copies each pixel's channel run
 // directly (RowCopy): the strided walk took 95 us for a 16x32x32x3 input, one 12-byte run at
-// a time.
+// a time. HWIO <-> FILTER_KN moves whole rows: each (kh, kw, ci) row of Cout elements is one
+// storage row.
 #include <cstring>
 
 #include "kernels/format.h"
@@ -108,6 +109,36 @@ class RowCopy {
   int elem_;
 };
 
+// HWIO <-> FILTER_KN: the padded side's columns past Cout are zeroed.
+class KnRows {
+ public:
+  KnRows(Dims hwio, int64_t c0, bool to_padded, int elem)
+      : kh_(hwio[0]), kw_(hwio[1]), ci_(hwio[2]), co_(hwio[3]), c0_(c0),
+        np_(CeilDiv(co_, kN0) * kN0), to_padded_(to_padded), elem_(elem) {}
+
+  void Run(const void* src, void* dst) const {
+    const int64_t taps = kh_ * kw_, plain = co_ * elem_, padded = np_ * elem_;
+    ParallelFor(taps * ci_, padded, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {          // HWIO row r = (kh * KW + kw) * Cin + ci
+        const int64_t ci = r % ci_, tap = r / ci_;
+        const int64_t kn = FilterKnRow(tap / kw_, tap % kw_, ci, kw_, taps, ci_, c0_);
+        if (to_padded_) {
+          char* out = static_cast<char*>(dst) + kn * padded;
+          std::memcpy(out, static_cast<const char*>(src) + r * plain, plain);
+          std::memset(out + plain, 0, padded - plain);
+        } else {
+          std::memcpy(static_cast<char*>(dst) + r * plain, static_cast<const char*>(src) + kn * padded, plain);
+        }
+      }
+    });
+  }
+
+ private:
+  int64_t kh_, kw_, ci_, co_, c0_, np_;
+  bool to_padded_;
+  int elem_;
+};
+
 template <class Copy>
 class TransDataKernel : public Kernel {
  public:
@@ -139,10 +170,18 @@ Status MakeTransData(const KernelDef& def, std::unique_ptr<Kernel>* out) {
   const int64_t padded = to_padded ? dst_format : src_format, plain = to_padded ? src_format : dst_format;
   const TensorDesc& pd = to_padded ? o : in;
   const TensorDesc& ld = to_padded ? in : o;
-  if (IsPaddedFormat(plain) || (padded != kNC1HWC0 && padded != kFractalZ))
-    return Error("converts between ND/NCHW/NHWC and NC1HWC0/FRACTAL_Z; got ", FormatName(src_format),
+  if (IsPaddedFormat(plain) || (padded != kNC1HWC0 && padded != kFractalZ && padded != kFilterKN))
+    return Error("converts between ND/NCHW/NHWC and NC1HWC0/FRACTAL_Z/FILTER_KN; got ", FormatName(src_format),
                  " -> ", FormatName(dst_format));
   const int64_t c0 = C0Of(in.dtype);
+
+  if (padded == kFilterKN) {
+    if (plain == kNCHW) return Error("FILTER_KN converts from/to HWIO filters (ND), not NCHW");
+    if (pd.dims.size() != 4 || ld.dims != pd.dims)
+      return Error("FILTER_KN needs equal 4-D HWIO shapes, got ", ShapeString(in.dims), " -> ", ShapeString(o.dims));
+    *out = std::make_unique<TransDataKernel<KnRows>>(KnRows(pd.dims, c0, to_padded, elem));
+    return Status::Ok();
+  }
 
   if (padded == kFractalZ) {
     if (plain == kNCHW) return Error("FRACTAL_Z converts from/to HWIO filters (ND), not NCHW");

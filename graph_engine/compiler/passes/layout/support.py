@@ -11,7 +11,7 @@ from graph_engine.ops.formats import Format
 from graph_engine.ops.layout import c0
 
 MARK = "_npu_format"
-NC1HWC0, FRACTAL_Z = Format.NC1HWC0, Format.FRACTAL_Z
+NC1HWC0, FRACTAL_Z, FILTER_KN = Format.NC1HWC0, Format.FRACTAL_Z, Format.FILTER_KN
 
 CONVOLUTIONS = frozenset({"Conv2D", "NpuFusedConv2D", "DepthwiseConv2dNative",
                           "NpuFusedDepthwiseConv2D"})
@@ -94,11 +94,18 @@ def can_run_5hd(node):
     return False
 
 
+def filter_format(node):
+    """The storage format a (non-depthwise) NC1HWC0 convolution reads its filter in: float32
+    filters as the GEMM operand conv_5hd.cc contracts with (FILTER_KN, read in place), other
+    floats FRACTAL_Z (the kernel computes in float32 and keeps its own converted copy)."""
+    return FILTER_KN if node.inputs[1].dtype == dt.DT_FLOAT else FRACTAL_Z
+
+
 def input_formats(node):
     """{position in node.inputs: format} for the data inputs of a node marked NC1HWC0."""
     op, n = node.op, len(node.inputs)
     if op in CONVOLUTIONS:
-        want = {0: NC1HWC0, 1: FRACTAL_Z if "Depthwise" not in op else None}
+        want = {0: NC1HWC0, 1: filter_format(node) if "Depthwise" not in op else None}
         extra = 2
         if node.attr("has_bias", False):
             want[extra] = None
