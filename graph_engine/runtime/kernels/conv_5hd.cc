@@ -244,7 +244,8 @@ class Conv5hdKernel : public Kernel {
     }
   }
 
-  // The compact filter of FRACTAL_Z `fz` (version 0: unknown, gathered anew).
+  // The compact filter (FILTER_KN's layout, float32) of FRACTAL_Z `filter` (version 0: unknown,
+  // gathered anew).
   std::shared_ptr<const float[]> CompactFilter(const void* filter, uint64_t version,
                                                int64_t blocks_k, int64_t np, int64_t k,
                                                int64_t taps) const {
@@ -258,9 +259,10 @@ class Conv5hdKernel : public Kernel {
     std::shared_ptr<float[]> w(new float[np * k]);
     ParallelFor(blocks_k, np * kC0, [&](int64_t b0, int64_t b1) {
       for (int64_t b = b0; b < b1; ++b) {      // FRACTAL_Z block (c1, kh, kw): [np, C0]
-        const int64_t c1 = b / taps, real = x_.valid(c1);
+        const int64_t c1 = b / taps, tap = b % taps, real = x_.valid(c1);
         const float* src = fz + b * np * kC0;
-        float* dst = w.get() + (c1 * taps * kC0 + b % taps * real) * np;
+        // Into FILTER_KN's rows (kernels/format.h): the block's real lanes are consecutive rows.
+        float* dst = w.get() + FilterKnRow(tap / g_.kw, tap % g_.kw, c1 * kC0, g_.kw, taps, x_.c, kC0) * np;
         for (int64_t lane = 0; lane < real; ++lane, dst += np)
           for (int64_t n = 0; n < np; ++n) dst[n] = src[n * kC0 + lane];
       }
