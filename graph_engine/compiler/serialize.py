@@ -51,8 +51,9 @@ def build_model(c) -> mf.Model:
         "outputs": [_desc(n, v) for n, v in zip(p.output_names, p.outputs)],
         "kernels": [k.kernel for k in p.kernels],
         # conversions of weights (graph inputs, e.g. variables) into a weight format
-        # (FRACTAL_Z, FILTER_KN) that run on every step, apart from the activation TransData at layout boundaries; those kept between
-        # runs (CACHED values, converted again only when the input changes) are counted apart
+        # (FRACTAL_Z, FILTER_KN) that run on every step, apart from the activation TransData at
+        # layout boundaries; those kept between runs (CACHED values, converted again only when
+        # the input changes) are counted apart
         "weight_transdata": sum(_weight_transdata(k) and plan.kind.get(k.outputs[0]) != mf.Kind.CACHED
                                 for k in p.kernels),
         "cached_weight_transdata": sum(_weight_transdata(k) and plan.kind.get(k.outputs[0]) == mf.Kind.CACHED

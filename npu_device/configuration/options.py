@@ -275,8 +275,8 @@ OPTIONS = (
     Option("enable_dump", boolean, "true, false", False, ANY_TIME,
            "Write the tensors of every compiled-model run (NPU clusters and eager ops) that "
            "dump_step selects as .npy files under dump_path (which must be set), named after "
-           "the TF node of each kernel, in their logical TF shape (NC1HWC0/FRACTAL_Z/FILTER_KN storage "
-           "converted back), with a manifest.json per step; the model's inputs are always "
+           "the TF node of each kernel, in their logical TF shape (NC1HWC0/FRACTAL_Z/FILTER_KN "
+           "storage converted back), with a manifest.json per step; the model's inputs are always "
            "written. Also records every kernel whose float16 store overflowed (any step) under "
            "overflow/. Compare with TF on CPU: python -m npu_device.tools.compare_dump "
            "(docs/debugging.md). Runs starting after the change use it."),

@@ -7,10 +7,10 @@ in place (Op.inplace) takes the buffer of an input of the same storage size and 
 last use is that kernel. A buffer holding a graph input, a constant or a graph output lives
 there, not in the arena.
 
-Values in a weight format (FRACTAL_Z, FILTER_KN) computed from graph inputs alone, and what they are
-computed from on the way (`cached_conversions`), are CACHED: they live in a region of their own
-that outlasts the run, so the runtime converts a weight once and reuses the result while the
-input is unchanged (the caller vouches for that; docs/compiled_model_format.md).
+Values in a weight format (FRACTAL_Z, FILTER_KN) computed from graph inputs alone, and what
+they are computed from on the way (`cached_conversions`), are CACHED: they live in a region of
+their own that outlasts the run, so the runtime converts a weight once and reuses the result
+while the input is unchanged (the caller vouches for that; docs/compiled_model_format.md).
 
 Liveness runs over the kernel order: a buffer lives from the kernel that writes it to the last
 kernel that reads any of its values. Offsets: best fit (each buffer takes the smallest gap

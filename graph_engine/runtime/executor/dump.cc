@@ -4,7 +4,7 @@
 // An observer (npurt/observer.h) writes, for every run whose step dump_step selects, the model's
 // inputs and each kernel's inputs (before it computes: outputs may overwrite them in place) and/or
 // outputs as .npy files named after the kernel's graph node, in the value's logical TF shape
-// (NC1HWC0 / FRACTAL_Z / FILTER_KN storage converted back with the TransData kernel; bfloat16 as float32),
+// (padded storage converted back with the TransData kernel; bfloat16 as float32),
 // plus a manifest.json per step. Independently of dump_step, a kernel whose float16 store
 // overflowed or produced NaN (the float-status flag, kernels/float_status.h) gets its inputs (as
 // they were before it ran) and outputs written under overflow/step<N>/.
@@ -153,11 +153,8 @@ std::string NpyOf(const TensorDesc& d, const std::string& raw, std::string* why)
   const int elem = kernels::DTypeSize(d.dtype);
   std::string logical;
   if (kernels::IsPaddedFormat(d.format)) {
-    if (d.format != kernels::kNC1HWC0 && d.format != kernels::kFractalZ && d.format != kernels::kFilterKN) {
-      *why = "values stored " + kernels::FormatName(d.format) + " cannot be converted to their logical shape";
-      return "";
-    }
-    // The TransData kernel converts storage back to the logical layout, as the model would.
+    // The TransData kernel converts storage back to the logical layout, as the model would (a
+    // format it cannot convert is its error, below).
     kernels::KernelDef kd;
     kd.kernel = "TransData";
     kd.node = "dump";

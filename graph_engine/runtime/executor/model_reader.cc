@@ -126,8 +126,9 @@ uint64_t SatMul(uint64_t a, uint64_t b) {
 
 // Bytes of storage a value's format needs for its logical dims (docs/compiled_model_format.md,
 // "Storage formats"). Dims a padded format cannot hold (NC1HWC0 of rank > 4, FRACTAL_Z or
-// FILTER_KN not 4-D, FRACTAL_NZ below rank 2) need their logical size: every kernel reading that format
-// refuses such a value at load (Nc1hwc0::Of, TransData), and the rest refuse padded formats.
+// FILTER_KN not 4-D, FRACTAL_NZ below rank 2) need their logical size: every kernel reading
+// that format refuses such a value at load (Nc1hwc0::Of, TransData), and the rest refuse
+// padded formats.
 uint64_t StorageBytes(const TensorDesc& d) {
   using namespace kernels;
   const uint64_t item = DTypeSize(d.dtype);

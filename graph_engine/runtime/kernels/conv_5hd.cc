@@ -262,7 +262,7 @@ class Conv5hdKernel : public Kernel {
         const int64_t c1 = b / taps, tap = b % taps, real = x_.valid(c1);
         const float* src = fz + b * np * kC0;
         // Into FILTER_KN's rows (kernels/format.h): the block's real lanes are consecutive rows.
-        float* dst = w.get() + FilterKnRow(tap / g_.kw, tap % g_.kw, c1 * kC0, g_.kw, taps, x_.c, kC0) * np;
+        float* dst = w.get() + FilterKnRow(tap, c1 * kC0, taps, x_.c, kC0) * np;
         for (int64_t lane = 0; lane < real; ++lane, dst += np)
           for (int64_t n = 0; n < np; ++n) dst[n] = src[n * kC0 + lane];
       }

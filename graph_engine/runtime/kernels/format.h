@@ -31,11 +31,11 @@ constexpr int64_t kN0 = 16;
 inline bool IsPaddedFormat(int format) { return format >= kNC1HWC0; }
 inline int64_t C0Of(int dtype) { return DTypeSize(dtype) == 1 ? 32 : 16; }
 inline int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-// FILTER_KN's row of HWIO element (kh, kw, ci, *): blocks before ci's are full (C0 * taps rows).
-inline int64_t FilterKnRow(int64_t kh, int64_t kw, int64_t ci, int64_t KW, int64_t taps, int64_t cin,
-                           int64_t c0) {
+// FILTER_KN's row of HWIO element (kh, kw, ci, *), tap = kh * KW + kw of `taps`: blocks before
+// ci's are full (C0 * taps rows).
+inline int64_t FilterKnRow(int64_t tap, int64_t ci, int64_t taps, int64_t cin, int64_t c0) {
   const int64_t c1 = ci / c0, real = std::min(c0, cin - c1 * c0);
-  return c1 * c0 * taps + (kh * KW + kw) * real + ci % c0;
+  return c1 * c0 * taps + tap * real + ci % c0;
 }
 std::string FormatName(int format);
 

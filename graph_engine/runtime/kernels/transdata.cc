@@ -121,7 +121,7 @@ class KnRows {
     ParallelFor(taps * ci_, padded, [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {          // HWIO row r = (kh * KW + kw) * Cin + ci
         const int64_t ci = r % ci_, tap = r / ci_;
-        const int64_t kn = FilterKnRow(tap / kw_, tap % kw_, ci, kw_, taps, ci_, c0_);
+        const int64_t kn = FilterKnRow(tap, ci, taps, ci_, c0_);
         if (to_padded_) {
           char* out = static_cast<char*>(dst) + kn * padded;
           std::memcpy(out, static_cast<const char*>(src) + r * plain, plain);
