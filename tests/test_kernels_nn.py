@@ -19,9 +19,11 @@ NHWC_TO_NCHW, NCHW_TO_NHWC = (0, 3, 1, 2), (0, 2, 3, 1)
 @pytest.mark.parametrize("dtype", FLOAT_TYPES, ids=DTYPE_IDS)
 @pytest.mark.parametrize("ta,tb", [(False, False), (True, False), (False, True), (True, True)])
 # the plain products of whole vectors of columns run the direct strips (gemm.cc): over row
-# chunks and column parts, 16-column groups, a one-long contraction
+# chunks and column parts, 16-column groups, a one-long contraction; A B^T with few rows of A
+# and k >= 128 the dot products (gemm_dot_impl.h): row and column tiles cut short, a contraction
+# that ends inside a vector (15x133x17)
 @pytest.mark.parametrize("m,k,n", [(7, 5, 3), (300, 200, 150), (1, 512, 700), (130, 1024, 48),
-                                   (64, 784, 512), (3, 1, 32)])
+                                   (64, 784, 512), (3, 1, 32), (15, 133, 17)])
 def test_matmul(m, k, n, ta, tb, dtype):
     a = random((k, m) if ta else (m, k), dtype, -1, 1, seed=1)
     b = random((n, k) if tb else (k, n), dtype, -1, 1, seed=2)

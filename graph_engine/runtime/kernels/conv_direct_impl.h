@@ -7,13 +7,11 @@
 #include <cstring>
 
 #include "kernels/conv_direct.h"
+#include "kernels/vec.h"
 
 namespace npu {
 namespace kernels {
 namespace {
-
-typedef float Vec8 __attribute__((vector_size(8 * sizeof(float))));
-typedef float Vec16 __attribute__((vector_size(16 * sizeof(float))));
 
 // Vec: Vec8 or Vec16. MR16 / MR32: pixels per strip (filter rows per chunk of the gradient) for
 // channel groups of 16 / 32, sized so that the accumulators (MR * group / W vectors) leave

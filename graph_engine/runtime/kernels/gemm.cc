@@ -8,20 +8,24 @@
 
 #include "kernels/conv_direct.h"
 #include "kernels/gemm_block.h"
-#include "npurt/npurt.h"
+#include "kernels/gemm_dot_impl.h"
 #include "kernels/thread_pool.h"
+#include "npurt/npurt.h"
 
 namespace npu {
 namespace kernels {
 namespace {
 
 using gemm_detail::BlockFn;
+using gemm_detail::DotFn;
 
 // The block products for the best instruction set this CPU runs (chosen once), unless the
 // environment pins the build's AVX2 baseline: NPU_KERNEL_ISA=avx2 lets an AVX-512 machine test
 // the path AVX2-only machines take.
 struct Blocks {
   BlockFn fn[2][2];
+  DotFn dot = &Dot<Vec8, 4, 2>::Block;   // 8 accumulators, 6 registers for the rows read
+  bool avx512 = false;
   const char* isa = "avx2";
   Blocks() {
     const char* env = std::getenv("NPU_KERNEL_ISA");
@@ -29,9 +33,10 @@ struct Blocks {
     if (wanted != "auto" && wanted != "avx2")
       std::fprintf(stderr, "npu runtime: NPU_KERNEL_ISA='%s' is not one of auto, avx2; using auto\n",
                    wanted.c_str());
-    const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
-                        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw");
-    if (wanted != "avx2" && avx512 && gemm_detail::BlockTableAvx512(fn))
+    const bool cpu = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+                     __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw");
+    avx512 = wanted != "avx2" && cpu && gemm_detail::BlockTableAvx512(fn, &dot);
+    if (avx512)
       isa = "avx512";
     else
       gemm_detail::BlockTable(fn);
@@ -85,6 +90,38 @@ void DirectGemm(int64_t m, int64_t n, int64_t k, const float* a, const float* b,
   });
 }
 
+// Whether C = A * B^T runs as dot products (gemm_dot_impl.h) rather than Eigen's GEMM, which
+// packs B into column panels on every call: where few rows of A share that packing. gemm_bench,
+// A B^T, both threads, AVX-512: 16x64x256 1.8x faster, 64x784x512 1.2x, 128x1024x512 1.1x,
+// 33x47x1000 2.7x; 256x256x128 0.76x, 1024x64x256 0.92x (so not those). Each output's sum ends
+// in a reduction of W lanes, so fewer than 128 products per output lose (16x64x64 0.86x). The
+// AVX2 kernel's tiles are half as wide and win on fewer rows (16x64x256 1.3x, 64x784x512 0.92x).
+constexpr int64_t kDotMinK = 128;
+bool UseDot(int64_t m, int64_t k) {
+  return k >= kDotMinK && m <= (ChosenBlocks().avx512 ? std::max<int64_t>(64, k / 4) : 32);
+}
+
+// C = A * B^T (or += when `accumulate`) as dot products along K: work items of up to kDotRows
+// rows of A (their rows stay in L2 while each tile of B's rows is in L1) and a share of B's rows,
+// enough of them for every thread.
+constexpr int64_t kDotRows = 64;
+
+void DotGemm(int64_t m, int64_t n, int64_t k, const float* a, const float* b, float* c,
+             bool accumulate) {
+  const DotFn dot = ChosenBlocks().dot;
+  const int64_t chunks = (m + kDotRows - 1) / kDotRows;
+  const int64_t parts =
+      std::max<int64_t>(1, std::min(n / 16, (PlanThreads() + chunks - 1) / chunks));
+  ParallelFor(chunks * parts, 2 * std::min(m, kDotRows) * n / parts * k,
+              [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const int64_t q = i / parts, part = i % parts;
+      const int64_t r0 = q * kDotRows, r1 = std::min(m, r0 + kDotRows);
+      dot(r0, r1, n * part / parts, n * (part + 1) / parts, n, k, a, b, c, accumulate);
+    }
+  });
+}
+
 }  // namespace
 
 const char* GemmIsa() { return ChosenBlocks().isa; }
@@ -98,6 +135,10 @@ void Gemm(int64_t m, int64_t n, int64_t k, const float* a, bool trans_a, const f
   }
   if (!trans_a && !trans_b && !accumulate && n % 16 == 0 && n <= kDirectMaxN && k <= kDirectMaxK) {
     DirectGemm(m, n, k, a, b, c);
+    return;
+  }
+  if (!trans_a && trans_b && UseDot(m, k)) {
+    DotGemm(m, n, k, a, b, c, accumulate);
     return;
   }
   const BlockFn block = ChosenBlocks().fn[trans_a][trans_b];

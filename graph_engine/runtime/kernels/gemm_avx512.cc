@@ -4,17 +4,22 @@
 #define Eigen NpuEigenAvx512   // a namespace of its own: see gemm_block.h
 #endif
 #include "kernels/gemm_block.h"
+#if defined(__AVX512F__)
+#include "kernels/gemm_dot_impl.h"
+#endif
 
 namespace npu {
 namespace kernels {
 namespace gemm_detail {
 
-bool BlockTableAvx512(BlockFn table[2][2]) {
+bool BlockTableAvx512(BlockFn table[2][2], DotFn* dot) {
 #if defined(__AVX512F__)
   BlockTable(table);
+  *dot = &Dot<Vec16, 4, 4>::Block;   // 16 accumulators, 8 registers for the rows read
   return true;
 #else
   (void)table;
+  (void)dot;
   return false;
 #endif
 }

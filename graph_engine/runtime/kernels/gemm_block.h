@@ -18,6 +18,11 @@ namespace gemm_detail {
 using BlockFn = void (*)(int64_t r0, int64_t r1, int64_t c0, int64_t c1, int64_t m, int64_t n,
                          int64_t k, const float* a, const float* b, float* c);
 
+// C[r0:r1, c0:c1] (= or += when `accumulate`) A[r0:r1, :] * B[c0:c1, :]^T over row-major A [m,k],
+// B [n,k] and C [m,n]: the dot-product kernel of gemm_dot_impl.h.
+using DotFn = void (*)(int64_t r0, int64_t r1, int64_t c0, int64_t c1, int64_t n, int64_t k,
+                       const float* a, const float* b, float* c, bool accumulate);
+
 // Internal linkage: each instruction set's unit keeps its own instances.
 namespace {
 
@@ -45,9 +50,9 @@ inline void BlockTable(BlockFn table[2][2]) {
 
 }  // namespace
 
-// Defined in gemm_avx512.cc: fills `table` and returns true when that unit was built for
-// AVX-512 (the caller still checks that the CPU has it).
-bool BlockTableAvx512(BlockFn table[2][2]);
+// Defined in gemm_avx512.cc: fills `table` and `dot` and returns true when that unit was built
+// for AVX-512 (the caller still checks that the CPU has it).
+bool BlockTableAvx512(BlockFn table[2][2], DotFn* dot);
 
 }  // namespace gemm_detail
 }  // namespace kernels
