@@ -123,11 +123,25 @@ struct Dot {
   // stream past them from L2.
   static void Block(int64_t r0, int64_t r1, int64_t c0, int64_t c1, int64_t n, int64_t k,
                     const float* a, const float* b, float* c, bool accumulate) {
+    // The next column tile's rows of B (contiguous: NR rows of k floats) are prefetched, a share
+    // per row tile, while this tile's are in L1: left to the hardware, the first row tile of
+    // each column tile waited on them (64x784x512 on one thread: 282-320 -> 254-261 us, 8 rows
+    // of A 64-68 -> 36-42 us).
+    const int64_t row_tiles = (r1 - r0 + MR - 1) / MR;
+    const int64_t lines = (NR * k * static_cast<int64_t>(sizeof(float)) + 63) / 64;
+    const int64_t share = (lines + row_tiles - 1) / row_tiles;
     for (int64_t j0 = c0; j0 < c1; j0 += NR) {
       const float* bt[NR];
       for (int j = 0; j < NR; ++j) bt[j] = b + std::min(j0 + j, c1 - 1) * k;
       const int nr = static_cast<int>(std::min<int64_t>(NR, c1 - j0));
+      const int64_t next_rows = std::min<int64_t>(NR, c1 - j0 - NR);   // <= 0: none
+      const char* next = reinterpret_cast<const char*>(next_rows > 0 ? b + (j0 + NR) * k : b);
+      const int64_t next_lines =
+          next_rows > 0 ? std::min(lines, next_rows * k * static_cast<int64_t>(sizeof(float)) / 64) : 0;
+      int64_t fetched = 0;
       for (int64_t i0 = r0; i0 < r1; i0 += MR) {
+        for (int64_t end = std::min(next_lines, fetched + share); fetched < end; ++fetched)
+          __builtin_prefetch(next + fetched * 64, 0, 3);
         const float* at[MR];
         for (int i = 0; i < MR; ++i) at[i] = a + std::min(i0 + i, r1 - 1) * k;
         Tile(at, bt, k, static_cast<int>(std::min<int64_t>(MR, r1 - i0)), nr, c + i0 * n + j0, n,
