@@ -1,5 +1,5 @@
-// C = A * B^T as dot products (gemm.h's DotBlock), on vectors of 8 or 16 floats, included by one
-// unit per instruction set (gemm.cc: the AVX2 baseline; gemm_avx512.cc: AVX-512).
+// C = A * B^T as dot products (gemm_block.h's DotFn), on vectors of 8 or 16 floats, included by
+// one unit per instruction set (gemm.cc: the AVX2 baseline; gemm_avx512.cc: AVX-512).
 //
 // Why dot products: rows of A and of B^T's storage (B's rows) are both contiguous along K, so a
 // register tile of MR x NR outputs can read them in place as vectors along K, with no packing of
@@ -26,9 +26,9 @@ struct Dot {
   static constexpr int W = sizeof(Vec) / sizeof(float);
   static_assert(MR * NR == W, "one reduction tree per tile: MR * NR accumulators of W lanes");
 
-  // Lane i of Combine<H>(x, y): lanes of x and y in blocks of H, alternately, each block plus the
-  // block H further on (x0 x0' y0 y0' ... -> x0+x0', y0+y0', ...): x's and y's partial sums
-  // halved into one vector.
+  // Combine<H>(x, y): both vectors' partial sums halved into one vector. Taken in blocks of H
+  // lanes, x's even blocks each plus the block after it fill the even blocks of the result, y's
+  // the odd ones (H = W/2: x's low + high half, then y's).
   static constexpr int Lo(int h, int i) {
     return (i / h) % 2 == 0 ? i : W + i - h;
   }
@@ -136,8 +136,8 @@ struct Dot {
       const int nr = static_cast<int>(std::min<int64_t>(NR, c1 - j0));
       const int64_t next_rows = std::min<int64_t>(NR, c1 - j0 - NR);   // <= 0: none
       const char* next = reinterpret_cast<const char*>(next_rows > 0 ? b + (j0 + NR) * k : b);
-      const int64_t next_lines =
-          next_rows > 0 ? std::min(lines, next_rows * k * static_cast<int64_t>(sizeof(float)) / 64) : 0;
+      const int64_t next_bytes = next_rows * k * static_cast<int64_t>(sizeof(float));
+      const int64_t next_lines = next_rows > 0 ? std::min(lines, next_bytes / 64) : 0;
       int64_t fetched = 0;
       for (int64_t i0 = r0; i0 < r1; i0 += MR) {
         for (int64_t end = std::min(next_lines, fetched + share); fetched < end; ++fetched)
