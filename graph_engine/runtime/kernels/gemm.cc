@@ -26,7 +26,6 @@ struct Blocks {
   BlockFn fn[2][2];
   DotFn dot = &Dot<Vec8, 4, 2>::Block;   // 8 accumulators, 6 registers for the rows read
   bool avx512 = false;
-  const char* isa = "avx2";
   Blocks() {
     const char* env = std::getenv("NPU_KERNEL_ISA");
     const std::string wanted = env == nullptr || *env == '\0' ? "auto" : env;
@@ -36,10 +35,7 @@ struct Blocks {
     const bool cpu = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
                      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw");
     avx512 = wanted != "avx2" && cpu && gemm_detail::BlockTableAvx512(fn, &dot);
-    if (avx512)
-      isa = "avx512";
-    else
-      gemm_detail::BlockTable(fn);
+    if (!avx512) gemm_detail::BlockTable(fn);
   }
 };
 
@@ -124,7 +120,7 @@ void DotGemm(int64_t m, int64_t n, int64_t k, const float* a, const float* b, fl
 
 }  // namespace
 
-const char* GemmIsa() { return ChosenBlocks().isa; }
+const char* GemmIsa() { return ChosenBlocks().avx512 ? "avx512" : "avx2"; }
 
 void Gemm(int64_t m, int64_t n, int64_t k, const float* a, bool trans_a, const float* b,
           bool trans_b, float* c, bool accumulate) {

@@ -134,10 +134,9 @@ struct Dot {
       const float* bt[NR];
       for (int j = 0; j < NR; ++j) bt[j] = b + std::min(j0 + j, c1 - 1) * k;
       const int nr = static_cast<int>(std::min<int64_t>(NR, c1 - j0));
-      const int64_t next_rows = std::min<int64_t>(NR, c1 - j0 - NR);   // <= 0: none
-      const char* next = reinterpret_cast<const char*>(next_rows > 0 ? b + (j0 + NR) * k : b);
-      const int64_t next_bytes = next_rows * k * static_cast<int64_t>(sizeof(float));
-      const int64_t next_lines = next_rows > 0 ? std::min(lines, next_bytes / 64) : 0;
+      const int64_t next_rows = std::clamp<int64_t>(c1 - j0 - NR, 0, NR);
+      const char* next = reinterpret_cast<const char*>(b + std::min(j0 + NR, c1) * k);
+      const int64_t next_lines = next_rows * k * static_cast<int64_t>(sizeof(float)) / 64;
       int64_t fetched = 0;
       for (int64_t i0 = r0; i0 < r1; i0 += MR) {
         for (int64_t end = std::min(next_lines, fetched + share); fetched < end; ++fetched)
