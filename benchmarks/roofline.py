@@ -18,30 +18,32 @@ def _fn():
     from npu_device import precision
     fn = precision._runtime().npuPeakFlops     # libnpu_runtime, as npu_device.runtime uses it
     fn.argtypes = [ctypes.c_char_p, ctypes.c_int64, ctypes.POINTER(ctypes.c_double),
-                   ctypes.POINTER(ctypes.c_uint64), ctypes.c_int, ctypes.POINTER(ctypes.c_int)]
+                   ctypes.c_int, ctypes.POINTER(ctypes.c_int)]
     fn.restype = ctypes.c_double
     return fn
 
 
 def peak_flops(isa, iterations=2_000_000, repeat=20):
     """Timings of the FMA loop for `isa` ("avx512" or "avx2") on all NPU threads at once, the
-    best of `repeat`: {"flops": sum over the NPU's threads of each thread's best rate over the
-    CPU time it ran, "wall_flops": best rate of all threads by wall clock, "threads": how many
-    threads ran ranges}, or None when the CPU lacks the instruction set.
+    best of `repeat`: {"flops": sum over the loop's ranges (one per NPU thread) of each range's
+    best rate over the CPU time it ran, "wall_flops": best rate of all ranges by wall clock,
+    "threads": how many ranges}, or None when the CPU lacks the instruction set.
 
-    The sum of per-thread rates is the roof: on a shared machine the wall clock of a timing
+    The sum of per-range rates is the roof: on a shared machine the wall clock of a timing
     also counts the slices the OS gave another process, which the thread's CPU time does not,
     so it stays the cores' own rate under load (the wall-clock figure is kept for comparison;
-    on a quiet machine the two agree). 2e6 trips are 0.8 GFLOP per thread with AVX-512, a few
-    milliseconds: long enough that every pool thread wakes and takes its range."""
+    on a quiet machine the two agree). Keyed by range, not by thread: where a sleeping worker
+    left its range to the caller in every timing (seen once on a busy 2-vCPU VM: the peak read
+    as one core's, 119 of 236 GFLOP/s), the caller's CPU time for that range is still one
+    core's rate. 2e6 trips are 0.8 GFLOP per thread with AVX-512, a few milliseconds."""
     fn, cap = _fn(), 256
-    rates, ids, count = (ctypes.c_double * cap)(), (ctypes.c_uint64 * cap)(), ctypes.c_int(0)
+    rates, count = (ctypes.c_double * cap)(), ctypes.c_int(0)
     best, wall = {}, 0.0
-    fn(isa.encode(), iterations // 10, rates, ids, cap, ctypes.byref(count))   # wake the pool
+    fn(isa.encode(), iterations // 10, rates, cap, ctypes.byref(count))   # wake the pool
     for _ in range(repeat):
-        wall = max(wall, fn(isa.encode(), iterations, rates, ids, cap, ctypes.byref(count)))
+        wall = max(wall, fn(isa.encode(), iterations, rates, cap, ctypes.byref(count)))
         for i in range(count.value):
-            best[ids[i]] = max(best.get(ids[i], 0.0), rates[i])
+            best[i] = max(best.get(i, 0.0), rates[i])
     if not wall:
         return None
     return {"flops": sum(best.values()), "wall_flops": wall, "threads": len(best)}

@@ -143,3 +143,29 @@ def test_masked_lstm_step_runs_nothing_on_the_cpu():
     assert not in_loops, in_loops
     assert all(n.attr["element_dtype"].type == tf.int32.as_datatype_enum for n in on_cpu
                if "element_dtype" in n.attr), sorted({n.op for n in on_cpu})
+
+
+def test_nested_loop_gradient_matches_cpu():
+    """The gradient of a loop in a loop: the inner loop's accumulators are made in the outer
+    loop's frame and pushed, as lists, into the outer loop's accumulators."""
+    w = tf.constant(R.standard_normal((5, 5)).astype(np.float32) * 0.4)
+    x = tf.constant(R.standard_normal((3, 5)).astype(np.float32))
+
+    def grads(x, w):
+        with tf.GradientTape() as tape:
+            tape.watch([x, w])
+
+            def inner(j, h):
+                return j + 1, tf.tanh(h @ w) * tf.sigmoid(h)
+
+            def outer(i, h):
+                return i + 1, tf.while_loop(lambda j, h: j < 3, inner, (0, h))[1] + 0.1
+
+            h = tf.while_loop(lambda i, h: i < 4, outer, (0, x))[1]
+            loss = tf.reduce_sum(h * h)
+        return tape.gradient(loss, [x, w])
+    got, _ = partition_graphs(grads, x, w)
+    with tf.device(CPU):
+        want = tf.function(grads)(x, w)
+    for g, w_ in zip(got, want):
+        np.testing.assert_allclose(g, w_.numpy(), rtol=1e-4, atol=1e-5)

@@ -15,8 +15,6 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
-#include <functional>
-#include <thread>
 #include <vector>
 
 #include "kernels/thread_pool.h"
@@ -72,10 +70,10 @@ float FmaLoop256(int64_t iterations) {   // the build's baseline: AVX2 + FMA
 // clock (a multiply-add counts 2), or 0 when the CPU lacks the instruction set or the name is
 // unknown. Per range (one per NPU thread, at most `capacity`; *count of them): rates[i] = its
 // FLOP/s over the CPU time its thread spent in it (unlike the wall clock, this leaves out time
-// the OS gave the core to other processes) and thread_ids[i] the thread that ran it (the pool
-// may hand two ranges to one thread). Callers repeat timings and keep the best.
+// the OS gave the core to other processes; a range the caller took over from a sleeping worker
+// still reads one core's rate). Callers repeat timings and keep the best.
 extern "C" NPURT_API double npuPeakFlops(const char* isa, int64_t iterations, double* rates,
-                                         uint64_t* thread_ids, int capacity, int* count) {
+                                         int capacity, int* count) {
   using namespace npu::kernels;
   *count = 0;
   const bool wide = std::strcmp(isa, "avx512") == 0;
@@ -93,7 +91,6 @@ extern "C" NPURT_API double npuPeakFlops(const char* isa, int64_t iterations, do
       const double cpu0 = ThreadCpuSeconds();
       sums[r] = wide ? FmaLoop512(iterations) : FmaLoop256(iterations);
       rates[r] = flops / std::max(ThreadCpuSeconds() - cpu0, 1e-9);
-      thread_ids[r] = std::hash<std::thread::id>()(std::this_thread::get_id());
     }
   });
   const double seconds =
