@@ -97,6 +97,40 @@ def relu_model_bytes():
     return g.serialize()
 
 
+@pytest.mark.parametrize("pairs,message", [
+    ([(0, 0)], None),                                  # y over x: same dtype and size
+    ([(0, 1)], "names a missing or repeated output or input"),
+    ([(0, 0), (0, 0)], "names a missing or repeated output or input"),
+    ([(1, 0)], "names a missing or repeated output or input"),
+])
+def test_outputs_over_inputs_are_checked_at_load(pairs, message):
+    """A pair lets the plugin pass an input's buffer as an output's (a variable updated in
+    place): the reader checks both exist, once each, with the same dtype and size."""
+    g = GraphBuilder("relu")
+    x = g.input(np.float32, (2, 3))
+    y = g.output(np.float32, (2, 3))
+    g.kernel("Relu", [x], [y])
+    model = g.model()
+    model.in_place = pairs
+    if message is None:
+        assert C.load_model(mf.serialize(model)) is not None
+        assert mf.deserialize(mf.serialize(model)).in_place == pairs
+    else:
+        with pytest.raises(ValueError, match=message):
+            C.load_model(mf.serialize(model))
+
+
+def test_an_output_over_an_input_of_another_size_is_refused():
+    g = GraphBuilder("relu")
+    x = g.input(np.float32, (2, 4))
+    y = g.output(np.float32, (2, 3))
+    g.kernel("Slice", [x], [y], begin=[0, 0], size=[2, 3])
+    model = g.model()
+    model.in_place = [(0, 0)]
+    with pytest.raises(ValueError, match="cannot be written over input 0"):
+        C.load_model(mf.serialize(model))
+
+
 def with_payload(payload, version=mf.VERSION):
     return mf.MAGIC + struct.pack("<IIQ", version, zlib.crc32(payload) & 0xFFFFFFFF, len(payload)) + payload
 
@@ -108,7 +142,7 @@ def with_payload(payload, version=mf.VERSION):
     (lambda d: d[:10], "truncated"),
     (lambda d: d[:30] + bytes([d[30] ^ 1]) + d[31:], "checksum mismatch"),
     (lambda d: with_payload(d[24:] + b"\0"), "trailing bytes"),
-    (lambda d: with_payload(d[24:-40]), "truncated"),
+    (lambda d: with_payload(d[24:-40]), "truncated|exceeds the payload"),
     (lambda d: b"", "truncated"),
 ])
 def test_corrupt_files_are_clear_errors(mutate, message):

@@ -66,7 +66,7 @@ absl::Status CpuFallback::Run(tensorflow::OpKernelContext* ctx,
   std::vector<Tensor> args;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Tensor& t = *inputs[i];
-    if (ctx->input_memory_type(i) == tensorflow::HOST_MEMORY || !tensorflow::DataTypeCanUseMemcpy(t.dtype())) {
+    if (InputInHostMemory(ctx, static_cast<int>(i)) || !tensorflow::DataTypeCanUseMemcpy(t.dtype())) {
       args.push_back(t);
       continue;
     }

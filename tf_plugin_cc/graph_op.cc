@@ -12,15 +12,24 @@
 // the loop-control ops that read them (Merge, Switch, LoopCond: host memory in TF) need no copy
 // from the device and no event poll per iteration.
 //
+// `variables` are handles of variables the cluster reads itself because it computes their next
+// value (result `variable_updates[i]`, which an AssignVariableOp then stores:
+// graph_engine/compiler/partition/variables_in_place.py). Each stands for the variable's value
+// as the model's input; under the variables' locks, when nothing else shares a variable's buffer
+// (TF's copy-on-write test, as in AssignAddVariableOp) and the model allows it, the result is
+// written over that buffer: an optimizer's update in place instead of into new memory.
+//
 // A cluster that the engine cannot compile (anything but the program's own invalid input) runs
 // its original TF ops on CPU instead (cpu_fallback.h); the compiler already said why, once.
 #include "registration.h"
 
+#include <algorithm>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
 #include "cpu_fallback.h"
 #include "model_runner.h"
+#include "variable_access.h"
 #include "tensorflow/core/framework/kernel_def_builder.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/op_def_builder.h"
@@ -45,6 +54,14 @@ class NpuGraphOp : public tensorflow::OpKernel {
     tensorflow::DataTypeVector tin, thost_in;
     OP_REQUIRES_OK(c, c->GetAttr("Tin", &tin));
     OP_REQUIRES_OK(c, c->GetAttr("Thost_in", &thost_in));
+    OP_REQUIRES_OK(c, c->GetAttr("variable_dtypes", &variable_dtypes_));
+    OP_REQUIRES_OK(c, c->GetAttr("variable_updates", &variable_updates_));
+    int num_variables = 0;
+    OP_REQUIRES_OK(c, c->GetAttr("Nvariables", &num_variables));
+    OP_REQUIRES(c, variable_dtypes_.size() == static_cast<size_t>(num_variables) &&
+                       variable_updates_.size() == variable_dtypes_.size(),
+                absl::InvalidArgumentError("NpuGraphOp: variable_dtypes and variable_updates "
+                                           "need one entry per variable"));
     num_args_ = static_cast<int>(tin.size() + thost_in.size());
     key_ = absl::StrCat(kNpuGraphOp, "|", cluster_key);
     tensorflow::GraphDef body;
@@ -55,20 +72,60 @@ class NpuGraphOp : public tensorflow::OpKernel {
   }
 
   void Compute(OpKernelContext* ctx) override {
+    // The variables' values take their handles' places among the inputs, read and (for the
+    // run) held under their locks.
+    const int num_variables = static_cast<int>(variable_dtypes_.size());
+    std::vector<tensorflow::core::RefCountPtr<tensorflow::Var>> variables(num_variables);
+    std::vector<Tensor> values(num_variables);
+    for (int v = 0; v < num_variables; ++v) {
+      const tensorflow::ResourceHandle& handle = tensorflow::HandleFromInput(ctx, num_args_ + v);
+      absl::Status found = tensorflow::LookupResource(ctx, handle, &variables[v]);
+      OP_REQUIRES(ctx, found.ok(), absl::FailedPreconditionError(absl::StrCat(
+          "Could not find variable ", handle.name(), ". This could mean that the variable has "
+          "been deleted. In TF1, it can also mean the variable is uninitialized. Debug info: ",
+          found.message())));
+    }
+    std::vector<tensorflow::Var*> order;
+    for (auto& var : variables) order.push_back(var.get());
+    std::sort(order.begin(), order.end());
+    order.erase(std::unique(order.begin(), order.end()), order.end());
+    std::vector<tsl::mutex_lock> locks;
+    for (tensorflow::Var* var : order) locks.emplace_back(*var->mu());
+    std::vector<int> write_over(ctx->num_outputs(), -1);
+    bool any_over = false;
+    for (int v = 0; v < num_variables; ++v) {
+      tensorflow::Var* var = variables[v].get();
+      OP_REQUIRES(ctx, var->is_initialized && var->tensor()->IsInitialized(),
+                  absl::FailedPreconditionError(absl::StrCat(
+                      "Error while reading resource variable ",
+                      tensorflow::HandleFromInput(ctx, num_args_ + v).name(),
+                      ": it is uninitialized")));
+      OP_REQUIRES_OK(ctx, CheckVariableDtype(*var->tensor(), variable_dtypes_[v]));
+      // Only the variable holds the buffer: the step's other readers are done with it.
+      if (!var->copy_on_read_mode.load() && var->tensor()->RefCountIsOne()) {
+        write_over[variable_updates_[v]] = num_args_ + v;
+        any_over = true;
+      }
+      values[v] = *var->tensor();
+    }
     std::vector<const Tensor*> inputs;
-    for (int i = 0; i < ctx->num_inputs(); ++i) inputs.push_back(&ctx->input(i));
+    for (int i = 0; i < ctx->num_inputs(); ++i) {
+      const bool variable = i >= num_args_ && i < num_args_ + num_variables;
+      inputs.push_back(variable ? &values[i - num_args_] : &ctx->input(i));
+    }
+    const int num_data = num_args_ + num_variables;
     std::string key = key_;
     AppendSignature(inputs, &key);
-    for (int i = num_args_; i < ctx->num_inputs(); ++i) {
+    for (int i = num_data; i < ctx->num_inputs(); ++i) {
       absl::StrAppend(&key, "#", i, "=", inputs[i]->tensor_data());
     }
     std::shared_ptr<npu::CompiledModel> model;
     absl::Status s = GetModel(key, device_, [&] {
       tensorflow::NodeDef node = def();
       SetInputShapes(inputs, &node);
-      auto* values = (*node.mutable_attr())["_const_inputs"].mutable_list();
-      for (int i = num_args_; i < ctx->num_inputs(); ++i) {
-        inputs[i]->AsProtoTensorContent(values->add_tensor());
+      auto* consts = (*node.mutable_attr())["_const_inputs"].mutable_list();
+      for (int i = num_data; i < ctx->num_inputs(); ++i) {
+        inputs[i]->AsProtoTensorContent(consts->add_tensor());
       }
       return node;
     }, &model);
@@ -79,8 +136,13 @@ class NpuGraphOp : public tensorflow::OpKernel {
       OP_REQUIRES_OK(ctx, Named(fallback_->Run(ctx, inputs)));
       return;
     }
-    std::vector<const Tensor*> data(inputs.begin(), inputs.begin() + num_args_);
-    if (s.ok()) s = RunModel(ctx, *model, data);
+    std::vector<const Tensor*> data(inputs.begin(), inputs.begin() + num_data);
+    if (s.ok() && any_over) {
+      const std::vector<int32_t>& allowed = model->output_over_input();
+      for (size_t o = 0; o < write_over.size(); ++o)
+        if (write_over[o] >= 0 && (o >= allowed.size() || allowed[o] != write_over[o])) write_over[o] = -1;
+    }
+    if (s.ok()) s = RunModel(ctx, *model, data, any_over ? &write_over : nullptr);
     OP_REQUIRES_OK(ctx, Named(s));
   }
 
@@ -92,6 +154,8 @@ class NpuGraphOp : public tensorflow::OpKernel {
 
   const int device_;
   int num_args_ = 0;
+  tensorflow::DataTypeVector variable_dtypes_;
+  std::vector<int> variable_updates_;
   std::string key_;
   std::unique_ptr<CpuFallback> fallback_;
 };
@@ -108,11 +172,15 @@ absl::Status RegisterNpuGraphOp() {
         return tensorflow::OpDefBuilder(kNpuGraphOp)
             .Input("args: Tin")
             .Input("host_args: Thost_in")     // data in host memory
+            .Input("variables: Nvariables * resource")  // read by the cluster, see above
             .Input("values: Tvalues")         // contents needed at compile time; host memory
             .Output("results: Tout")
             .Output("host_results: Thost_out")  // in host memory
             .Attr("Tin: list(type) >= 0")
             .Attr("Thost_in: list(type) >= 0 = []")
+            .Attr("Nvariables: int >= 0 = 0")
+            .Attr("variable_dtypes: list(type) >= 0 = []")
+            .Attr("variable_updates: list(int) = []")  // per variable: its new value's result
             .Attr("Tvalues: list(type) >= 0 = []")
             .Attr("Tout: list(type) >= 0")
             .Attr("Thost_out: list(type) >= 0 = []")

@@ -195,8 +195,14 @@ void AppendSignature(const std::vector<const Tensor*>& tensors, std::string* key
   }
 }
 
+bool InputInHostMemory(tensorflow::OpKernelContext* ctx, int i) {
+  return ctx->input_memory_type(i) == tensorflow::HOST_MEMORY &&
+         ctx->input_dtype(i) != tensorflow::DT_RESOURCE;
+}
+
 absl::Status RunModel(tensorflow::OpKernelContext* ctx, npu::CompiledModel& model,
-                      const std::vector<const Tensor*>& inputs) {
+                      const std::vector<const Tensor*>& inputs,
+                      const std::vector<int>* write_over) {
   const auto& in_desc = model.inputs();
   const auto& out_desc = model.outputs();
   if (in_desc.size() != inputs.size() || out_desc.size() != static_cast<size_t>(ctx->num_outputs())) {
@@ -214,7 +220,7 @@ absl::Status RunModel(tensorflow::OpKernelContext* ctx, npu::CompiledModel& mode
           "compiled model '", model.name(), "' input ", i, " expects dtype ", in_desc[i].dtype,
           " with ", in_desc[i].nbytes, " bytes; got ", inputs[i]->DebugString()));
     }
-    if (ctx->input_memory_type(static_cast<int>(i)) == tensorflow::HOST_MEMORY) {
+    if (InputInHostMemory(ctx, static_cast<int>(i))) {
       staged_inputs.emplace_back();
       absl::Status s = ctx->allocate_temp(inputs[i]->dtype(), inputs[i]->shape(), &staged_inputs.back());
       if (!s.ok()) return s;
@@ -245,6 +251,19 @@ absl::Status RunModel(tensorflow::OpKernelContext* ctx, npu::CompiledModel& mode
     tensorflow::TensorShape shape;
     absl::Status s = tensorflow::TensorShape::BuildTensorShape(d.dims, &shape);
     if (!s.ok()) return s;
+    const int over = write_over != nullptr ? (*write_over)[i] : -1;
+    if (over >= 0) {
+      // Written over an input the caller owns alone (a variable updated in place): the model
+      // may (output_over_input), so no staging.
+      if (model.output_over_input()[i] != over ||
+          !inputs[over]->shape().IsSameSize(shape) || inputs[over]->dtype() != ctx->expected_output_dtype(i)) {
+        return absl::InternalError(absl::StrCat("compiled model '", model.name(), "' output ", i,
+                                                " cannot be written over input ", over));
+      }
+      ctx->set_output(static_cast<int>(i), *inputs[over]);
+      out_ptrs.push_back(const_cast<void*>(in_ptrs[over]));
+      continue;
+    }
     Tensor* out = nullptr;
     if (ctx->output_expects_forwarding(i)) {
       // A collective's merge op (CollectiveReduceV2 runs Add on the device) requires its

@@ -56,10 +56,17 @@ uint64_t OptionsGeneration();
 // Appends dtype and shape of each tensor to `key`.
 void AppendSignature(const std::vector<const tensorflow::Tensor*>& tensors, std::string* key);
 
+// Whether the kernel's input `i` is in host memory. A variable's handle stands for the
+// variable's value (NpuGraphOp `variables`: float types), which is in device memory.
+bool InputInHostMemory(tensorflow::OpKernelContext* ctx, int i);
+
 // Runs `model` with `inputs` (device memory) and fills the kernel's outputs. Outputs the kernel
-// declares in host memory go through a device buffer and are copied back.
+// declares in host memory go through a device buffer and are copied back. `write_over`, if
+// given, has per output the input whose buffer becomes that output (-1: a new buffer); the
+// model must allow each (CompiledModel::output_over_input) and the caller own the buffer.
 absl::Status RunModel(tensorflow::OpKernelContext* ctx, npu::CompiledModel& model,
-                      const std::vector<const tensorflow::Tensor*>& inputs);
+                      const std::vector<const tensorflow::Tensor*>& inputs,
+                      const std::vector<int>* write_over = nullptr);
 
 // The NPU index of the kernel's device ("/device:NPU:1" -> 1).
 int DeviceIndex(tensorflow::DeviceBase* device);

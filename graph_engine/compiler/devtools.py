@@ -151,15 +151,17 @@ def run_graph(graph_def, feeds, fetches, variables=None):
     gd = graph_pb2.GraphDef()
     gd.CopyFrom(graph_def)
     funcs, tokens = [], []      # the py-func registry holds weak references: keep them alive
+    added = []                  # nodes the clusters need (reads of the variables they update)
     try:
         for n in gd.node:
             n.device = ""
             if n.op == "NpuGraphOp":
-                funcs.append(_cluster_as_py_func(n))
+                funcs.append(_cluster_as_py_func(n, added))
                 tokens.append(script_ops._py_funcs.insert(funcs[-1]))
                 n.attr["token"].s = tokens[-1].encode()
             elif n.name in variables:
                 _placeholder_as_variable(n, variables[n.name])
+        gd.node.extend(added)
         with tf.Graph().as_default() as graph:
             tf.graph_util.import_graph_def(gd, name="")
             handles = {k: graph.get_tensor_by_name(k + ":0") for k in variables}
@@ -178,9 +180,11 @@ def run_graph(graph_def, feeds, fetches, variables=None):
     return out, final
 
 
-def _cluster_as_py_func(n):
+def _cluster_as_py_func(n, added):
     """Turns NpuGraphOp NodeDef `n` into an EagerPyFunc (the caller sets its token) that compiles
-    its cluster for the actual input shapes and runs it on the reference executor."""
+    its cluster for the actual input shapes and runs it on the reference executor. The variables
+    the cluster reads itself are read for it by ReadVariableOps appended to `added` (the
+    reference executor writes nothing in place: AssignVariableOp stores the new values)."""
     import tensorflow as tf
     from tensorflow.python.ops import script_ops
 
@@ -189,16 +193,28 @@ def _cluster_as_py_func(n):
 
     cluster = node_def_pb2.NodeDef.FromString(n.SerializeToString())
 
-    # Inputs: args, host_args, values; outputs: results, host_results (their order in the body).
+    # Inputs: args, host_args, variables, values; outputs: results, host_results (their order
+    # in the body).
     n_args = len(n.attr["Tin"].list.type) + len(n.attr["Thost_in"].list.type)
+    variable_dtypes = list(n.attr["variable_dtypes"].list.type) if "variable_dtypes" in n.attr else []
+    data = [i for i in n.input if not i.startswith("^")]
+    for k, dtype in enumerate(variable_dtypes):
+        read = node_def_pb2.NodeDef(name=f"{n.name}/variable_{k}", op="ReadVariableOp",
+                                    input=[data[n_args + k]])
+        read.attr["dtype"].type = dtype
+        data[n_args + k] = read.name
+        added.append(read)
+    n.input[:] = data + [i for i in n.input if i.startswith("^")]
+    n_model = n_args + len(variable_dtypes)
 
     def run_cluster(*tensors):
         arrays = [t.numpy() for t in tensors]
         return reference_executor.run(
-            compile_model(cluster_request(cluster, arrays).SerializeToString()), arrays[:n_args])
+            compile_model(cluster_request(cluster, arrays).SerializeToString()), arrays[:n_model])
 
     tin, tout = n.attr["Tin"], n.attr["Tout"]
     tin.list.type.extend(n.attr["Thost_in"].list.type)
+    tin.list.type.extend(variable_dtypes)
     tin.list.type.extend(n.attr["Tvalues"].list.type)
     tout.list.type.extend(n.attr["Thost_out"].list.type)
     n.op = "EagerPyFunc"

@@ -13,7 +13,7 @@ import numpy as np
 from graph_engine.ops.formats import Format  # noqa: F401  (a tensor's storage format)
 
 MAGIC = b"NPUOM\0\0\0"
-VERSION = 2             # 2: value kind CACHED
+VERSION = 3             # 2: value kind CACHED; 3: outputs over inputs
 CONST_ALIGNMENT = 64
 
 
@@ -64,6 +64,9 @@ class Model:
     arena_bytes: int = 0
     const_blob: bytes = b""
     metadata: str = "{}"
+    # (output index, input index): the caller may pass the input's buffer as the output's (the
+    # kernel writing the output is the input's last reader and reads it element by element)
+    in_place: list = dataclasses.field(default_factory=list)
 
     def cached_bytes(self):
         """Size of the region of CACHED values (the runtime derives it the same way)."""
@@ -163,6 +166,10 @@ def serialize(model: Model) -> bytes:
     w.u32(len(model.outputs))
     for vid in model.outputs:
         w.u32(vid)
+    w.u32(2 * len(model.in_place))
+    for output, input_ in model.in_place:
+        w.u32(output)
+        w.u32(input_)
     w.u64(len(model.const_blob))
     w.parts.append(model.const_blob)
     payload = w.bytes()
@@ -227,7 +234,9 @@ def deserialize(data: bytes) -> Model:
         attrs = dict(r.attr() for _ in range(r.u32()))
         kernels.append(Kernel(kname, node, ins, outs, attrs))
     outputs = [r.u32() for _ in range(r.u32())]
+    flat = [r.u32() for _ in range(r.u32())]
     blob_len = r.u64()
     blob = bytes(payload[r.pos:r.pos + blob_len])
     return Model(name=name, values=values, kernels=kernels, inputs=inputs, outputs=outputs,
-                 arena_bytes=arena, const_blob=blob, metadata=metadata)
+                 arena_bytes=arena, const_blob=blob, metadata=metadata,
+                 in_place=list(zip(flat[::2], flat[1::2])))

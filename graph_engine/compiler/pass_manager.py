@@ -26,6 +26,9 @@ class Compilation:
     input_shapes: list                              # concrete shape per _Arg index
     options: dict = dataclasses.field(default_factory=dict)
     source: str = "cluster"                         # "cluster" or "eager op"
+    # output index -> input index: results the caller would like to write over that input (a
+    # variable the cluster updates in place); plan.in_place says which it may
+    in_place_requests: dict = dataclasses.field(default_factory=dict)
     program: object = None                          # passes.lower.Program
     plan: object = None                             # passes.plan_memory.Plan
     model: object = None                            # model_format.Model

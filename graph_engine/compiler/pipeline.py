@@ -18,6 +18,7 @@ from graph_engine.compiler.passes import (eliminate_dead_code, eliminate_identit
                                           fold_constants, infer_shapes, lower, plan_memory,
                                           precision)
 from graph_engine.compiler.passes import eliminate_common_subexpressions, simplify_algebra
+from graph_engine.compiler.passes import order_in_place_writes
 from graph_engine.compiler.passes.fusion import (activation_grad_bias_add_grad, batch_norm_training,
                                                  contraction_epilogue, fold_batch_norm, gelu,
                                                  layer_norm, softmax)
@@ -59,6 +60,7 @@ PASSES = [
     ("fold_transdata", layout.fold_transdata.run),          # constant filters converted now
     ("eliminate_dead_code", eliminate_dead_code.run),
     ("lower", lower.run),                          # nodes -> kernel sequence
+    ("order_in_place_writes", order_in_place_writes.run),   # updates after the last read
     ("plan_memory", plan_memory.run),              # liveness + arena offsets
     ("serialize", serialize.run),                  # -> model_format.Model
 ]

@@ -68,6 +68,8 @@ def build_model(c) -> mf.Model:
         "no_reuse_bytes": plan.no_reuse_bytes,
         "memory_strategy": plan.strategy,
         "inplace_outputs": plan.inplace,
+        # (output, input): results the caller may place in that input's buffer
+        "outputs_over_inputs": [list(pair) for pair in plan.in_place],
         "aliased_values": plan.aliased,
         "const_bytes": len(blob),
         # per value id: the TF tensor it holds ("node:index"), for tensor dumps and
@@ -76,7 +78,7 @@ def build_model(c) -> mf.Model:
         "passes": c.log,
     }
     return mf.Model(name=c.name, values=values, kernels=kernels, inputs=inputs, outputs=outputs,
-                    arena_bytes=plan.arena_bytes, const_blob=bytes(blob),
+                    arena_bytes=plan.arena_bytes, const_blob=bytes(blob), in_place=list(plan.in_place),
                     metadata=json.dumps(metadata, default=str))
 
 

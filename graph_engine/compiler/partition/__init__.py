@@ -6,7 +6,8 @@ Steps: import -> optimizer updates into AssignVariableOp of a value the cluster 
 (while-loop back edges set aside) -> control-flow contexts -> per-node classification
 (candidates.py) -> maximal acyclic clusters (clusters.py; those that need nothing of the NPU,
 a loop's counter and condition, are left to TF's host-memory kernels: host_logic.py) ->
-rewrite (rewrite.py) -> report (reports.py). Nodes marked `_npu_preserve` (Grappler's fetch and
+rewrite (rewrite.py; variables a cluster updates in place come in as handles:
+variables_in_place.py) -> report (reports.py). Nodes marked `_npu_preserve` (Grappler's fetch and
 preserved nodes, marked by the plugin) keep their names and stay outside clusters; the mark is
 removed from the output. A graph with nothing (new) to cluster comes back unchanged.
 
@@ -24,7 +25,8 @@ from graph_engine.ops.errors import CompileError
 from graph_engine.compiler.graphdef import export_graph_def, import_graph_def
 from graph_engine.compiler.options import or_defaults, to_json
 from graph_engine.compiler.partition import (candidates, cpu_lists, dag, host_logic, rewrite,
-                                             runtime_slices, static_shapes, variable_updates)
+                                             runtime_slices, static_shapes, variable_updates,
+                                             variables_in_place)
 from graph_engine.compiler.partition.clusters import form_clusters
 from graph_engine.compiler.partition.contexts import MIXED, control_contexts
 
@@ -104,7 +106,9 @@ def partition(g, opts=None):
             entries.append(reports.NodeReport(n.name, n.op, n.device, reports.NPU, n.name,
                                               "already an NPU cluster"))
         elif n in placed:
-            reason = "constant copied into the cluster" if n.op == "Const" else None
+            reason = {"Const": "constant copied into the cluster",
+                      "ReadVariableOp": "the cluster reads the variable itself (it updates it "
+                                        "in place)"}.get(n.op)
             entries.append(reports.NodeReport(n.name, n.op, n.device, reports.NPU, placed[n],
                                               reason))
         else:
@@ -123,24 +127,26 @@ def _rewrite(g, clusters, topo, cloneable, opts):
     users = g.data_consumers()
     options_json = to_json(opts)
     value_map, node_map, placed, cloned = {}, {}, {}, {}
+    index = variables_in_place.GraphIndex(g, users)
     k = 0
     for members in sorted(clusters, key=lambda m: order[m[0]]):
         while f"npu_cluster_{k}" in g.nodes:
             k += 1
         name = f"npu_cluster_{k}"
         k += 1
-        node, outputs, clones = rewrite.replace_cluster(g, members, name, options_json, users,
-                                                        cloneable)
+        node, outputs, clones, reads = rewrite.replace_cluster(g, members, name, options_json,
+                                                               users, cloneable, index)
         node.set_attr("cluster_key", cluster_key(node.attrs["cluster"].s, options_json))
         g.add(node)                     # reserves the name for the next cluster
         value_map.update(outputs)
         node_map.update(dict.fromkeys(members, node))
         placed.update(dict.fromkeys(members, name))
+        node_map.update(dict.fromkeys(reads, node))   # the cluster reads these itself
+        placed.update(dict.fromkeys(reads, name))
         for c in clones:
             cloned.setdefault(c, name)
-    for members in clusters:
-        for n in members:
-            g.remove(n)
+    for n in node_map:                  # members, and the reads clusters took over
+        g.remove(n)
     for n in g:
         n.inputs = [value_map.get(v, v) for v in n.inputs]
         controls = []

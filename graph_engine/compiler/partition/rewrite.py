@@ -22,6 +22,7 @@ from graph_engine.compiler.graph import unique_name
 from graph_engine.compiler.graphdef import write_node_def
 from graph_engine.compiler.kernel_attrs import split_inputs
 from graph_engine.compiler.node import Node
+from graph_engine.compiler.partition import variables_in_place
 from graph_engine.compiler.partition.candidates import device_type
 from graph_engine.ops.base import Op
 
@@ -157,27 +158,41 @@ def cluster_outputs(members, users):
             if any(c not in member_set for c, _ in users.get(v, ()))]
 
 
-def replace_cluster(g, members, name, options_json, users, cloneable):
-    """The NpuGraphOp for `members`: (node, {member Value: node output}, Consts copied in)."""
+def replace_cluster(g, members, name, options_json, users, cloneable, index=None):
+    """The NpuGraphOp for `members`: (node, {member Value: node output}, Consts copied in,
+    ReadVariableOps it replaced, to be removed). With `index` (variables_in_place.GraphIndex),
+    variables the cluster may update in place come in as handles, after the other data
+    inputs."""
     member_set = set(members)
     outputs = cluster_outputs(members, users)
     host_out = {v: host_output(v, [(c, i) for c, i in users.get(v, ()) if c not in member_set])
                 for v in outputs}
     outputs.sort(key=host_out.get)        # stable: results, then host_results
-    body, inputs, n_values, controls, clones = cluster_body(g, members, outputs, cloneable,
-                                                            host_memory=host_input)
+    in_place, merged = variables_in_place.updates(members, outputs, index) if index else ({}, {})
+    for n in members:                     # one read per variable
+        n.inputs = [merged.get(v, v) for v in n.inputs]
+    body, inputs, n_values, controls, clones = cluster_body(
+        g, members, outputs, cloneable,
+        host_memory=lambda v: 2 if v in in_place else int(host_input(v)))
     data = inputs[:len(inputs) - n_values]
+    variables = [v for v in data if v in in_place]
     n_host_in = sum(map(host_input, data))
     n_host_out = sum(host_out.values())
-    node = Node(name, "NpuGraphOp", device=members[0].device, inputs=inputs,
+    node = Node(name, "NpuGraphOp", device=members[0].device,
+                inputs=[in_place[v][0] if v in in_place else v for v in inputs],
                 control_inputs=controls, output_dtypes=[v.dtype for v in outputs])
-    n_args, n_results = len(data) - n_host_in, len(outputs) - n_host_out
+    n_args, n_results = len(data) - n_host_in - len(variables), len(outputs) - n_host_out
     node.set_attr("Tin", types=[v.dtype for v in data[:n_args]])
-    node.set_attr("Thost_in", types=[v.dtype for v in data[n_args:]])
+    node.set_attr("Thost_in", types=[v.dtype for v in data[n_args:len(data) - len(variables)]])
     node.set_attr("Tvalues", types=[v.dtype for v in inputs[len(data):]])
     node.set_attr("Tout", types=[v.dtype for v in outputs[:n_results]])
     node.set_attr("Thost_out", types=[v.dtype for v in outputs[n_results:]])
+    if variables:
+        node.set_attr("Nvariables", len(variables))
+        node.set_attr("variable_dtypes", types=[v.dtype for v in variables])
+        node.set_attr("variable_updates", [outputs.index(in_place[v][1]) for v in variables])
     node.set_attr("cluster", body.SerializeToString())
     node.set_attr("cluster_name", name)
     node.set_attr("options", options_json)
-    return node, dict(zip(outputs, node.outputs)), clones
+    taken = [v.node for v in [*variables, *merged] if not variables_in_place.kept(v.node)]
+    return node, dict(zip(outputs, node.outputs)), clones, taken

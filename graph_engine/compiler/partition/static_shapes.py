@@ -8,6 +8,8 @@ the engine does not model. With every input's shape known (and no `values` input
 contents the compile needs too) the cluster's compile request can be made at partition time,
 before TF has placed and instantiated the graph (npu_device compiles it ahead meanwhile).
 """
+from tensorflow.core.framework import types_pb2
+
 # Ops whose output has the shape of their first input.
 _SAME_SHAPE = ("Identity", "Cast", "StopGradient", "Snapshot")
 
@@ -18,19 +20,30 @@ def _concrete(shape_proto):
     return tuple(d.size for d in shape_proto.dim)
 
 
+def _handle_shape(handle):
+    node = handle.node
+    if node.op == "VarHandleOp":
+        return _concrete(node.attrs["shape"].shape)
+    if node.op != "_Arg":
+        return None
+    av = node.attrs.get("_handle_shapes")
+    shapes = av.list.shape if av is not None else ()
+    return _concrete(shapes[0]) if len(shapes) == 1 else None
+
+
 def _shape(value, depth=0):
     """The static shape of IR Value `value`, or None when the graph does not fix it."""
     node = value.node
+    if value.dtype == types_pb2.DT_RESOURCE:   # a variable's handle: the variable's shape
+        return _handle_shape(value)
     if node.op == "_Arg":
         av = node.attrs.get("_output_shapes")
         shapes = av.list.shape if av is not None else ()
         return _concrete(shapes[value.index]) if value.index < len(shapes) else None
     if node.op == "Const":
         return _concrete(node.attrs["value"].tensor.tensor_shape)
-    if node.op == "ReadVariableOp" and node.inputs and node.inputs[0].node.op == "_Arg":
-        av = node.inputs[0].node.attrs.get("_handle_shapes")
-        shapes = av.list.shape if av is not None else ()
-        return _concrete(shapes[0]) if len(shapes) == 1 else None
+    if node.op == "ReadVariableOp" and node.inputs:
+        return _handle_shape(node.inputs[0])
     if node.op in _SAME_SHAPE and node.inputs and depth < 8:
         return _shape(node.inputs[0], depth + 1)
     return None

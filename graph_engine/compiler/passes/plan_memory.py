@@ -63,6 +63,7 @@ class Plan:
     cached_bytes: int = 0   # the region of CACHED values (input conversions kept between runs)
     cached_conversions: int = 0   # kernels that write them
     cached_transient: int = 0     # of their values, those sharing bytes (_place_cached)
+    in_place: list = dataclasses.field(default_factory=list)  # (output, input) index pairs
 
 
 class Buffers:
@@ -281,6 +282,29 @@ def _in_place(program, buffers, kind, last_read):
     return count
 
 
+def in_place_outputs(p, requests, kind, where, last_read):
+    """[(output index, input index)] of the requested pairs (Compilation.in_place_requests)
+    whose output the caller may place in the input's buffer: a kernel writes the output
+    directly, at or after the input's last read, and reads the input, if at all, only
+    element by element (Op.inplace); the input feeds no conversion kept between runs."""
+    pairs = []
+    for o, i in sorted(requests.items()):
+        out, inp = p.outputs[o], p.inputs[i]
+        if (kind.get(out) != Kind.OUTPUT or where.get(out) != o or p.outputs.count(out) != 1
+                or kind.get(inp) != Kind.INPUT or out.dtype != inp.dtype
+                or nbytes(out) != nbytes(inp) or out.format != inp.format):
+            continue
+        step = next(s for s, k in enumerate(p.kernels) if out in k.outputs)
+        readers = [k for k in p.kernels if inp in k.inputs]
+        writer = p.kernels[step]
+        op = ops.get(writer.kernel)
+        if (last_read.get(inp, -1) > step or (inp in writer.inputs and not op.inplace)
+                or any(kind.get(v) == Kind.CACHED for k in readers for v in k.outputs)):
+            continue
+        pairs.append((o, i))
+    return pairs
+
+
 def run(c):
     p = c.program
     kind, where, buffers = {}, {}, Buffers()
@@ -304,6 +328,7 @@ def run(c):
     for i, v in enumerate(p.outputs):                   # outputs are read after the last kernel
         last_read[v] = len(p.kernels)
     inplace = _in_place(p, buffers, kind, last_read)
+    in_place = in_place_outputs(p, c.in_place_requests, kind, where, last_read)
     arena = [v for v in produced if buffers.root(v) is v and v not in kind]
     for v in arena:
         kind[v] = Kind.ARENA
@@ -331,7 +356,8 @@ def run(c):
                   lower_bound_bytes=int(live_at.max(initial=0)), no_reuse_bytes=no_reuse,
                   storage={v: buffers.root(v) for v in members}, strategy=strategy,
                   inplace=inplace, aliased=len(p.aliases), cached_bytes=cached_bytes,
-                  cached_conversions=len(cached), cached_transient=transient)
+                  cached_conversions=len(cached), cached_transient=transient,
+                  in_place=in_place)
     limit = c.options.get("graph_memory_max_size")
     if limit and c.plan.arena_bytes > limit:
         raise OutOfMemoryError(f"graph {c.name!r} needs {c.plan.arena_bytes} bytes of working memory "
@@ -352,4 +378,4 @@ def run(c):
     return {"arena_bytes": c.plan.arena_bytes, "lower_bound": c.plan.lower_bound_bytes,
             "inplace": inplace, "aliased": c.plan.aliased, "strategy": strategy,
             "cached_bytes": cached_bytes, "cached_conversions": len(cached),
-            "cached_transient": transient}
+            "cached_transient": transient, "in_place_outputs": len(in_place)}

@@ -78,6 +78,7 @@ class Model : public CompiledModel {
   const std::string& metadata() const override { return metadata_; }
   uint64_t arena_bytes() const override { return arena_bytes_; }
   const std::vector<uint32_t>& cached_inputs() const override { return cached_inputs_; }
+  const std::vector<int32_t>& output_over_input() const override { return output_over_input_; }
   std::vector<std::string> kernel_names() const override {
     std::vector<std::string> names;
     for (const Step& s : steps_) names.push_back(s.kernel);
@@ -129,6 +130,7 @@ class Model : public CompiledModel {
   uint64_t cached_bytes_ = 0;
   bool has_cached_steps_ = false;
   std::vector<uint32_t> cached_inputs_;
+  std::vector<int32_t> output_over_input_;
   std::mutex cache_mu_;
   void* cached_dev_ = nullptr;
   bool cached_valid_ = false;
@@ -155,6 +157,9 @@ Status Model::Init(const ModelDef& def, int32_t device) {
   output_ids_ = def.outputs;
   for (uint32_t id : def.inputs) inputs_.push_back(def.values[id].desc);
   for (uint32_t id : def.outputs) outputs_.push_back(def.values[id].desc);
+  output_over_input_.assign(def.outputs.size(), -1);
+  for (size_t p = 0; p + 1 < def.in_place.size(); p += 2)
+    output_over_input_[def.in_place[p]] = static_cast<int32_t>(def.in_place[p + 1]);
   info_.uid = g_next_model_uid.fetch_add(1, std::memory_order_relaxed);
   info_.name = def.name;
   info_.device = device;

@@ -11,7 +11,7 @@ namespace npu {
 namespace {
 
 constexpr char kMagic[8] = {'N', 'P', 'U', 'O', 'M', 0, 0, 0};
-constexpr uint32_t kVersion = 2;   // 2: value kind kCached
+constexpr uint32_t kVersion = 3;   // 2: value kind kCached; 3: outputs over inputs
 constexpr size_t kHeaderSize = 24;
 
 // Little-endian reads from the payload. The first failure sticks: later reads return zeros
@@ -245,6 +245,22 @@ Status Validate(const ModelDef& m) {
       return Corrupt("graph output " + std::to_string(i) + " names " + ValueName(m.outputs[i]) +
                      ", a cached value (the model keeps those)");
   }
+  // Outputs over inputs: pairs, each output and input once, the same dtype and size, and the
+  // output written by a kernel (a caller passes the input's buffer for it).
+  if (m.in_place.size() % 2 != 0) return Corrupt("the outputs over inputs are not pairs");
+  std::vector<char> over_out(m.outputs.size()), over_in(m.inputs.size());
+  for (size_t p = 0; p < m.in_place.size(); p += 2) {
+    const uint32_t o = m.in_place[p], i = m.in_place[p + 1];
+    if (o >= m.outputs.size() || i >= m.inputs.size() || over_out[o]++ || over_in[i]++)
+      return Corrupt("output over input (" + std::to_string(o) + ", " + std::to_string(i) +
+                     ") names a missing or repeated output or input");
+    const ValueDef& out = m.values[m.outputs[o]];
+    const TensorDesc& in = m.values[m.inputs[i]].desc;
+    if (out.kind != ValueKind::kOutput || out.where != o || out.desc.dtype != in.dtype ||
+        out.desc.nbytes != in.nbytes)
+      return Corrupt("output " + std::to_string(o) + " cannot be written over input " +
+                     std::to_string(i) + " (not an output a kernel writes, or not its size)");
+  }
   // The cached region is not cleared at load (its first writers fault its pages in, in
   // parallel): no node may read cached bytes that no earlier node wrote (an alias, e.g. a
   // Reshape, reads bytes its root's writer wrote).
@@ -353,6 +369,7 @@ Status ParseModel(const void* data, size_t size, ModelDef* m) {
     for (uint32_t i = 0; i < n_attrs && r.ok(); ++i) ReadAttr(r, &k.attrs);
   }
   m->outputs = r.Ids("outputs");
+  m->in_place = r.Ids("outputs over inputs");
   m->const_len = r.Read<uint64_t>("constant blob size");
   m->const_blob = r.Take(m->const_len, "constant blob");
   if (r.ok() && r.remaining() != 0)

@@ -32,6 +32,7 @@ struct ModelDef {
   std::string name, metadata;
   uint64_t arena_bytes = 0;
   std::vector<uint32_t> inputs, outputs;   // value ids
+  std::vector<uint32_t> in_place;          // output, input index pairs (outputs over inputs)
   std::vector<ValueDef> values;
   std::vector<NodeDef> nodes;
   const uint8_t* const_blob = nullptr;      // points into the parsed buffer

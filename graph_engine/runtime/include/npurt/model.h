@@ -54,12 +54,17 @@ class NPURT_API CompiledModel {
   // reference to the tensor, since TF's writers copy a buffer a reader shares before writing).
   using InputOwner = std::shared_ptr<const void>;
 
+  // Per output: the input whose buffer a caller may pass as this output's (the kernel writing
+  // it is that input's last reader and reads it element by element), or -1. A variable the
+  // model updates can so be written in place.
+  virtual const std::vector<int32_t>& output_over_input() const = 0;
+
   // Inputs the model converts into CACHED values (weights into the NPU's formats), ascending.
   virtual const std::vector<uint32_t>& cached_inputs() const = 0;
 
   // Runs the kernel sequence on `stream` (in order with earlier work on it) and waits for it.
   // Buffers are device pointers of the model's device; outputs are caller-allocated with
-  // outputs()[i].nbytes. Safe to call concurrently from several threads (runs of a model with
+  // outputs()[i].nbytes, distinct from the inputs' except as output_over_input() allows. Safe to call concurrently from several threads (runs of a model with
   // cached values take turns). `owners`, if given, has one entry per input (null: no promise):
   // a conversion into a CACHED value is skipped when every input it reads has an owner and the
   // buffer of the last successful run, whose owners the model keeps.

@@ -1,0 +1,165 @@
+"""Variables a cluster updates in place (partition/variables_in_place.py, the compiler's
+order_in_place_writes and plan_memory's outputs over inputs, NpuGraphOp's `variables`): the
+cluster reads the variable itself and writes the new value over its buffer when nothing else
+holds it, and never when something does."""
+import numpy as np
+import pytest
+import tensorflow as tf
+from tensorflow.core.framework import graph_pb2, node_def_pb2
+
+import npu_device
+from graph_engine.compiler import model_format as mf
+from graph_engine.compiler.api import compile_model, partition_graph
+from graph_engine.compiler.devtools import place
+
+NPU = "/device:NPU:0"
+R = np.random.default_rng(11)
+
+
+def _cluster(fn, *specs):
+    """The NpuGraphOp NodeDef (one) of fn's partitioned graph, and the partitioned GraphDef."""
+    cf = tf.function(fn).get_concrete_function(*specs)
+    gd = cf.graph.as_graph_def()
+    keep = [t.name.split(":")[0] for t in cf.outputs] + [
+        op.name for op in cf.graph.get_operations() if op.type.startswith("Assign")]
+    out = graph_pb2.GraphDef.FromString(
+        partition_graph(place(gd, fetches=keep).SerializeToString()))
+    (cluster,) = [n for n in out.node if n.op == "NpuGraphOp"]
+    return cluster, out
+
+
+def _compiled(cluster, shapes, options=None):
+    nd = node_def_pb2.NodeDef()
+    nd.CopyFrom(cluster)
+    nd.attr["_input_shapes"].list.shape.extend([tf.TensorShape(s).as_proto() for s in shapes])
+    return mf.deserialize(compile_model(nd.SerializeToString(), options))
+
+
+def test_adam_like_step_reads_its_variables_in_the_cluster():
+    w = tf.Variable(R.standard_normal((4, 3)).astype(np.float32))
+    m = tf.Variable(np.zeros((4, 3), np.float32))
+
+    def step(x):
+        g = x * w
+        m.assign_add((g - m) * 0.1)
+        w.assign_sub(0.01 * m)
+        return tf.reduce_sum(g)
+
+    cluster, out = _cluster(step, tf.TensorSpec((4, 3)))
+    assert cluster.attr["Nvariables"].i == 2
+    read_by = {i.split(":")[0] for n in out.node for i in n.input if not i.startswith("^")}
+    assert not [n for n in out.node if n.op == "ReadVariableOp" and n.name in read_by]
+    # each variable's new value is the result its AssignVariableOp stores
+    handles = [i for i in cluster.input if not i.startswith("^")][
+        len(cluster.attr["Tin"].list.type) + len(cluster.attr["Thost_in"].list.type):]
+    stores = {n.input[0]: n.input[1] for n in out.node if n.op == "AssignVariableOp"}
+    for handle, result in zip(handles, cluster.attr["variable_updates"].list.i):
+        assert stores[handle] == (f"{cluster.name}:{result}" if result else cluster.name)
+
+
+def test_an_old_value_the_step_returns_is_not_written_over():
+    """The cluster may read the variable itself, but the update cannot share the buffer of a
+    value the cluster also returns."""
+    w = tf.Variable(np.ones((4, 3), np.float32))
+
+    def step(x):
+        r = w.read_value()
+        w.assign_sub(r * x)
+        return r                      # the old value leaves the function
+
+    cluster, _ = _cluster(step, tf.TensorSpec((4, 3)))
+    if cluster.attr["Nvariables"].i:
+        assert _compiled(cluster, [(4, 3), (4, 3)]).in_place == []
+    with tf.device(NPU):
+        v = tf.Variable(np.full((4, 3), 2.0, np.float32))
+
+        @tf.function
+        def npu_step(x):
+            r = v.read_value()
+            v.assign_sub(r * x)
+            return r
+        old = npu_step(tf.fill((4, 3), 0.25)).numpy()
+    np.testing.assert_array_equal(old, 2.0)
+    np.testing.assert_array_equal(v.numpy(), 1.5)
+
+
+def test_the_update_is_ordered_after_the_weights_last_reader():
+    """MatMul and the update both read w and need nothing of each other: the update, written
+    over w, must run after the MatMul. With the ordering pass off, whatever order topological
+    sorting gives is only accepted when it is already safe."""
+    w = tf.Variable(R.standard_normal((3, 3)).astype(np.float32))
+
+    def step(x):
+        y = tf.matmul(x, w)
+        w.assign(w * 0.5 + 1.0)
+        return y
+
+    cluster, _ = _cluster(step, tf.TensorSpec((4, 3)))
+    shapes = [(4, 3), (3, 3)]                                # x, then the variable
+    model = _compiled(cluster, shapes)
+    assert model.in_place == [(cluster.attr["variable_updates"].list.i[0], 1)]
+    names = [k.kernel for k in model.kernels]
+    matmul = next(i for i, n in enumerate(names) if "MatMul" in n)
+    writer = next(i for i, k in enumerate(model.kernels)
+                  if model.outputs[model.in_place[0][0]] in k.outputs)
+    assert writer > matmul
+    unordered = _compiled(cluster, shapes, {"fusion_switch_file": {"order_in_place_writes": "off"}})
+    writer = next(i for i, k in enumerate(unordered.kernels)
+                  if unordered.outputs[cluster.attr["variable_updates"].list.i[0]] in k.outputs)
+    reads_after = any(unordered.inputs[1] in k.inputs for k in unordered.kernels[writer + 1:])
+    assert bool(unordered.in_place) == (not reads_after)
+
+
+@pytest.mark.timeout(300)
+def test_step_on_the_npu_matches_cpu_and_reads_see_the_old_value():
+    """A matmul reading the weight, the weight's update and a read ordered before the update in
+    one step: on the NPU as on the CPU, step after step."""
+    def run(device):
+        with tf.device(device):
+            w = tf.Variable(np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4))
+            m = tf.Variable(np.zeros((3, 4), np.float32))
+
+            @tf.function
+            def step(x):
+                before = tf.identity(w)
+                y = tf.matmul(x, w)
+                g = tf.matmul(x, y, transpose_a=True)[:, :4] * 0.01
+                m.assign_add((g - m) * 0.1)
+                w.assign_sub(0.5 * m)
+                return y, before
+            x = tf.constant(np.arange(6, dtype=np.float32).reshape(2, 3) / 6)
+            out = [[t.numpy() for t in step(x)] for _ in range(4)]
+        return out, w.numpy(), m.numpy()
+
+    got, want = run(NPU), run("/device:CPU:0")
+    for (gy, gb), (wy, wb) in zip(got[0], want[0]):
+        np.testing.assert_allclose(gy, wy, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(gb, wb, rtol=1e-6, atol=0)
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got[2], want[2], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.timeout(300)
+def test_written_in_place_only_when_nothing_else_holds_the_buffer():
+    """No new buffer when the variable alone holds its value (device memory's peak does not
+    rise by the variable's size); a tensor read eagerly before the step still holds the old
+    value afterwards (the step wrote a new buffer instead)."""
+    n = 1 << 20                                             # 4 MiB of float32
+    with tf.device(NPU):
+        w = tf.Variable(np.ones(n, np.float32))
+
+        @tf.function
+        def halve():
+            w.assign(w * 0.5)
+        halve()                                              # compiles
+        np.testing.assert_array_equal(w.numpy()[:3], 0.5)
+        before = npu_device.memory_stats()["in_use"]
+        npu_device.reset_peak_memory()
+        halve()
+        assert npu_device.memory_stats()["peak"] - before < n * 4 // 2
+        np.testing.assert_array_equal(w.numpy()[:3], 0.25)
+
+        snapshot = w.read_value()                            # shares the variable's buffer
+        halve()
+        np.testing.assert_array_equal(snapshot.numpy()[:3], 0.25)
+        np.testing.assert_array_equal(w.numpy()[:3], 0.125)
