@@ -180,7 +180,7 @@ def run_graph(graph_def, feeds, fetches, variables=None):
     return out, final
 
 
-def _cluster_as_py_func(n, added):
+def _cluster_as_py_func(n, added=None):
     """Turns NpuGraphOp NodeDef `n` into an EagerPyFunc (the caller sets its token) that compiles
     its cluster for the actual input shapes and runs it on the reference executor. The variables
     the cluster reads itself are read for it by ReadVariableOps appended to `added` (the
@@ -197,6 +197,8 @@ def _cluster_as_py_func(n, added):
     # in the body).
     n_args = len(n.attr["Tin"].list.type) + len(n.attr["Thost_in"].list.type)
     variable_dtypes = list(n.attr["variable_dtypes"].list.type) if "variable_dtypes" in n.attr else []
+    if variable_dtypes and added is None:
+        raise ValueError(f"cluster {n.name} reads variables: pass `added` for their reads")
     data = [i for i in n.input if not i.startswith("^")]
     for k, dtype in enumerate(variable_dtypes):
         read = node_def_pb2.NodeDef(name=f"{n.name}/variable_{k}", op="ReadVariableOp",
