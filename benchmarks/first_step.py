@@ -46,6 +46,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
+from graph_engine.compiler.cluster_op import CLUSTER_OPS  # noqa: E402
+
 MARK = "FIRST_STEP_RESULT "
 SIDES = ("npu", "cpu")
 DOC_BEGIN, DOC_END = "<!-- first step: begin -->", "<!-- first step: end -->"
@@ -86,7 +88,7 @@ class _NpuRecorder:
                 "load_s": stats.get("load_seconds", 0.0),
                 "compile_failures": stats.get("compile_failures", 0),
                 "fallbacks": stats.get("fallbacks", 0),
-                "eager_op_models": sum(1 for e in models if e.op != "NpuGraphOp")}
+                "eager_op_models": sum(1 for e in models if e.op not in CLUSTER_OPS)}
 
 
 def _new_batch(model, x, dev, side):

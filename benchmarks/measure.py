@@ -30,6 +30,8 @@ import time
 
 import numpy as np
 
+from graph_engine.compiler.cluster_op import CLUSTER_OPS
+
 NPU, CPU = "/device:NPU:0", "/device:CPU:0"
 WARMUP_STEPS, WARMUP_SECONDS, ROUNDS = 20, 0.5, 5
 # Untimed steps at the start of each round, at least this many and this long: the other
@@ -223,7 +225,7 @@ def measure(workload, mode, steps, xla=True):
         after = npu_device.counters()
     row["npu_kernels_per_step"] = after["kernels_executed"] - before["kernels_executed"]
     row["npu_models_per_step"] = after["models_run"] - before["models_run"]
-    row["npu_tf_ops_outside_clusters"] = sum(c for op, c in npu_ops.items() if op != "NpuGraphOp")
+    row["npu_tf_ops_outside_clusters"] = sum(c for op, c in npu_ops.items() if op not in CLUSTER_OPS)
     row["npu_launches_per_step"] = row["npu_kernels_per_step"] + row["npu_tf_ops_outside_clusters"]
     f_cpu, _, _, cpu_ops = _first_call(fns[CPU], args[CPU], CPU, record_graphs=True)
     row["cpu_tf_ops_per_step"] = sum(cpu_ops.values())

@@ -22,6 +22,7 @@ import os
 import threading
 import time
 
+from graph_engine.compiler.cluster_op import CLUSTER_OPS
 from graph_engine.ops import errors
 from npu_device import _C, compile_ahead, configuration, observability
 
@@ -74,7 +75,7 @@ class ModelEvent:
                 "no_reuse_bytes": m.get("no_reuse_bytes")}
 
     def summary(self):
-        what = "cluster" if self.op == "NpuGraphOp" else f"op {self.op}"
+        what = "cluster" if self.op in CLUSTER_OPS else f"op {self.op}"
         mem = self.memory()
         bound = (f" (lower bound {mem['lower_bound_bytes']}, without reuse "
                  f"{mem['no_reuse_bytes']})" if mem["lower_bound_bytes"] is not None else "")
@@ -122,7 +123,7 @@ _NO_FALLBACK = (errors.INVALID_ARGUMENT, 14)
 
 def _cluster_key(nd):
     """The cluster key of an NpuGraphOp NodeDef (attr cluster_key), None for an eager op."""
-    return nd.attr["cluster_key"].s.decode() if nd.op == "NpuGraphOp" else None
+    return nd.attr["cluster_key"].s.decode() if nd.op in CLUSTER_OPS else None
 
 
 def models_for(key):
@@ -377,7 +378,7 @@ def _failure_event(kind, request, e):
     if fell_back:
         with _lock:
             _fallbacks += 1
-            if nd.op == "NpuGraphOp":
+            if nd.op in CLUSTER_OPS:
                 _fallbacks_by_cluster.setdefault(_cluster_key(nd), []).append(event)
         _warn_once("fallback", node, f"NPU {'cluster' if nd.op == 'NpuGraphOp' else 'op'} "
                    f"{node!r} cannot be compiled for the NPU, so it runs its TensorFlow ops on "

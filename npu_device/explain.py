@@ -15,6 +15,7 @@ import collections
 import dataclasses
 import functools
 
+from graph_engine.compiler.cluster_op import CLUSTER_OPS
 from npu_device import compiler_bridge
 
 PLACEMENT_TEXT = {"npu": "NPU", "npu_unclustered": "NPU (op by op)", "cpu": "CPU"}
@@ -125,7 +126,7 @@ def _revisit(report, seen):
     """True for Grappler's second pass over a graph: it only finds the clusters of the first
     (and for a graph without clusters, the same nodes again)."""
     names = frozenset((n.node, n.op, n.placement) for n in report.nodes)
-    again = names in seen or (not report.clusters and any(n.op == "NpuGraphOp"
+    again = names in seen or (not report.clusters and any(n.op in CLUSTER_OPS
                                                            for n in report.nodes))
     seen.add(names)
     return again

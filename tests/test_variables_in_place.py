@@ -10,6 +10,7 @@ from tensorflow.core.framework import graph_pb2, node_def_pb2
 import npu_device
 from graph_engine.compiler import model_format as mf
 from graph_engine.compiler.api import compile_model, partition_graph
+from graph_engine.compiler.cluster_op import CLUSTER_OPS, STATEFUL_CLUSTER_OP
 from graph_engine.compiler.devtools import place
 
 NPU = "/device:NPU:0"
@@ -17,14 +18,20 @@ R = np.random.default_rng(11)
 
 
 def _cluster(fn, *specs):
-    """The NpuGraphOp NodeDef (one) of fn's partitioned graph, and the partitioned GraphDef."""
+    """The cluster NodeDef (one) of fn's partitioned graph, and the partitioned GraphDef. The
+    captured variables' handles become _Args, as in the function graphs Grappler hands over."""
     cf = tf.function(fn).get_concrete_function(*specs)
     gd = cf.graph.as_graph_def()
+    for index, n in enumerate(n for n in gd.node if n.op == "Placeholder"
+                              and n.attr["dtype"].type == tf.resource.as_datatype_enum):
+        n.op = "_Arg"
+        n.attr["T"].type = n.attr.pop("dtype").type
+        n.attr["index"].i = index
     keep = [t.name.split(":")[0] for t in cf.outputs] + [
         op.name for op in cf.graph.get_operations() if op.type.startswith("Assign")]
     out = graph_pb2.GraphDef.FromString(
         partition_graph(place(gd, fetches=keep).SerializeToString()))
-    (cluster,) = [n for n in out.node if n.op == "NpuGraphOp"]
+    (cluster,) = [n for n in out.node if n.op in CLUSTER_OPS]
     return cluster, out
 
 
@@ -46,7 +53,7 @@ def test_adam_like_step_reads_its_variables_in_the_cluster():
         return tf.reduce_sum(g)
 
     cluster, out = _cluster(step, tf.TensorSpec((4, 3)))
-    assert cluster.attr["Nvariables"].i == 2
+    assert cluster.op == STATEFUL_CLUSTER_OP and cluster.attr["Nvariables"].i == 2
     read_by = {i.split(":")[0] for n in out.node for i in n.input if not i.startswith("^")}
     assert not [n for n in out.node if n.op == "ReadVariableOp" and n.name in read_by]
     # each variable's new value is the result its AssignVariableOp stores

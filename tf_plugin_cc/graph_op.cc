@@ -12,8 +12,9 @@
 // the loop-control ops that read them (Merge, Switch, LoopCond: host memory in TF) need no copy
 // from the device and no event poll per iteration.
 //
-// `variables` are handles of variables the cluster reads itself because it computes their next
-// value (result `variable_updates[i]`, which an AssignVariableOp then stores:
+// NpuStatefulGraphOp (the same kernel) has one more input list, `variables`: handles of
+// variables the cluster reads itself because it computes their next value (result
+// `variable_updates[i]`, which an AssignVariableOp then stores:
 // graph_engine/compiler/partition/variables_in_place.py). Each stands for the variable's value
 // as the model's input; under the variables' locks, when nothing else shares a variable's buffer
 // (TF's copy-on-write test, as in AssignAddVariableOp) and the model allows it, the result is
@@ -23,7 +24,6 @@
 // its original TF ops on CPU instead (cpu_fallback.h); the compiler already said why, once.
 #include "registration.h"
 
-#include <algorithm>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
@@ -54,10 +54,12 @@ class NpuGraphOp : public tensorflow::OpKernel {
     tensorflow::DataTypeVector tin, thost_in;
     OP_REQUIRES_OK(c, c->GetAttr("Tin", &tin));
     OP_REQUIRES_OK(c, c->GetAttr("Thost_in", &thost_in));
-    OP_REQUIRES_OK(c, c->GetAttr("variable_dtypes", &variable_dtypes_));
-    OP_REQUIRES_OK(c, c->GetAttr("variable_updates", &variable_updates_));
     int num_variables = 0;
-    OP_REQUIRES_OK(c, c->GetAttr("Nvariables", &num_variables));
+    if (c->HasAttr("Nvariables")) {                  // NpuStatefulGraphOp
+      OP_REQUIRES_OK(c, c->GetAttr("variable_dtypes", &variable_dtypes_));
+      OP_REQUIRES_OK(c, c->GetAttr("variable_updates", &variable_updates_));
+      OP_REQUIRES_OK(c, c->GetAttr("Nvariables", &num_variables));
+    }
     OP_REQUIRES(c, variable_dtypes_.size() == static_cast<size_t>(num_variables) &&
                        variable_updates_.size() == variable_dtypes_.size(),
                 absl::InvalidArgumentError("NpuGraphOp: variable_dtypes and variable_updates "
@@ -85,12 +87,7 @@ class NpuGraphOp : public tensorflow::OpKernel {
           "been deleted. In TF1, it can also mean the variable is uninitialized. Debug info: ",
           found.message())));
     }
-    std::vector<tensorflow::Var*> order;
-    for (auto& var : variables) order.push_back(var.get());
-    std::sort(order.begin(), order.end());
-    order.erase(std::unique(order.begin(), order.end()), order.end());
-    std::vector<tsl::mutex_lock> locks;
-    for (tensorflow::Var* var : order) locks.emplace_back(*var->mu());
+    const std::vector<tsl::mutex_lock> locks = LockVariablesInOrder(variables);
     std::vector<int> write_over(ctx->num_outputs(), -1);
     bool any_over = false;
     for (int v = 0; v < num_variables; ++v) {
@@ -162,25 +159,24 @@ class NpuGraphOp : public tensorflow::OpKernel {
 
 }  // namespace
 
-absl::Status RegisterNpuGraphOp() {
-  const tensorflow::OpRegistrationData* existing = nullptr;
-  if (tensorflow::OpRegistry::Global()->LookUp(kNpuGraphOp, &existing).ok()) {
-    return absl::AlreadyExistsError(absl::StrCat(kNpuGraphOp, " is already registered"));
-  }
+namespace {
+
+absl::Status RegisterOp(const char* name, bool with_variables) {
   tensorflow::OpRegistry::Global()->Register(
-      [](tensorflow::OpRegistrationData* op) -> absl::Status {
-        return tensorflow::OpDefBuilder(kNpuGraphOp)
-            .Input("args: Tin")
-            .Input("host_args: Thost_in")     // data in host memory
-            .Input("variables: Nvariables * resource")  // read by the cluster, see above
-            .Input("values: Tvalues")         // contents needed at compile time; host memory
+      [name, with_variables](tensorflow::OpRegistrationData* op) -> absl::Status {
+        tensorflow::OpDefBuilder b(name);
+        b.Input("args: Tin").Input("host_args: Thost_in");   // host_args: in host memory
+        if (with_variables) {
+          b.Input("variables: Nvariables * resource")         // read by the cluster, see above
+              .Attr("Nvariables: int >= 1")
+              .Attr("variable_dtypes: list(type) >= 1")
+              .Attr("variable_updates: list(int)");           // per variable: its new value's result
+        }
+        return b.Input("values: Tvalues")         // contents needed at compile time; host memory
             .Output("results: Tout")
             .Output("host_results: Thost_out")  // in host memory
             .Attr("Tin: list(type) >= 0")
             .Attr("Thost_in: list(type) >= 0 = []")
-            .Attr("Nvariables: int >= 0 = 0")
-            .Attr("variable_dtypes: list(type) >= 0 = []")
-            .Attr("variable_updates: list(int) = []")  // per variable: its new value's result
             .Attr("Tvalues: list(type) >= 0 = []")
             .Attr("Tout: list(type) >= 0")
             .Attr("Thost_out: list(type) >= 0 = []")
@@ -194,15 +190,25 @@ absl::Status RegisterNpuGraphOp() {
             .Finalize(op);
       });
   tensorflow::kernel_factory::OpKernelRegistrar(
-      tensorflow::KernelDefBuilder(kNpuGraphOp)
+      tensorflow::KernelDefBuilder(name)
           .Device(kNpuDeviceType)
           .HostMemory("host_args")
           .HostMemory("values")
           .HostMemory("host_results")
           .Build(),
-      "NpuGraphOp",
-      [](OpKernelConstruction* c) -> tensorflow::OpKernel* { return new NpuGraphOp(c); });
+      name, [](OpKernelConstruction* c) -> tensorflow::OpKernel* { return new NpuGraphOp(c); });
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status RegisterNpuGraphOp() {
+  const tensorflow::OpRegistrationData* existing = nullptr;
+  if (tensorflow::OpRegistry::Global()->LookUp(kNpuGraphOp, &existing).ok()) {
+    return absl::AlreadyExistsError(absl::StrCat(kNpuGraphOp, " is already registered"));
+  }
+  TF_RETURN_IF_ERROR(RegisterOp(kNpuGraphOp, false));
+  return RegisterOp(kNpuStatefulGraphOp, true);
 }
 
 }  // namespace npu_tf

@@ -9,9 +9,13 @@ namespace npu_tf {
 
 inline constexpr char kNpuDeviceType[] = "NPU";
 inline constexpr char kNpuGraphOp[] = "NpuGraphOp";
+// A cluster that also reads and updates variables (their handles as inputs): stateful, as TF
+// makes every op with resource inputs, so it is an op of its own and NpuGraphOp stays stateless
+// (a TF1 session shares a stateful kernel between its graphs by node name).
+inline constexpr char kNpuStatefulGraphOp[] = "NpuStatefulGraphOp";
 
-// The NpuGraphOp op and its NPU kernel (graph_op.cc). AlreadyExists when another copy of the
-// plugin registered them first.
+// The NpuGraphOp and NpuStatefulGraphOp ops and their NPU kernel (graph_op.cc). AlreadyExists
+// when another copy of the plugin registered them first.
 absl::Status RegisterNpuGraphOp();
 
 // An NPU kernel for every op of the graph engine's supported-op table (eager_op.cc), so TF's

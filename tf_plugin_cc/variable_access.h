@@ -5,7 +5,9 @@
 #ifndef TF_PLUGIN_CC_VARIABLE_ACCESS_H_
 #define TF_PLUGIN_CC_VARIABLE_ACCESS_H_
 
+#include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -65,6 +67,21 @@ inline absl::Status PrepareToUpdateVariable(tensorflow::OpKernelContext* ctx,
                                         *var->tensor(), tmp));
   *var->tensor() = tmp;
   return absl::OkStatus();
+}
+
+// Exclusive locks on `vars`' mutexes, each distinct one once, in address order, so that kernels
+// locking overlapping sets of variables cannot deadlock (TF's
+// MaybeLockVariableInputMutexesInOrder).
+inline std::vector<tsl::mutex_lock> LockVariablesInOrder(
+    const std::vector<tensorflow::core::RefCountPtr<tensorflow::Var>>& vars) {
+  std::vector<tsl::mutex*> mutexes;
+  for (const auto& v : vars) mutexes.push_back(v->mu());
+  std::sort(mutexes.begin(), mutexes.end());
+  mutexes.erase(std::unique(mutexes.begin(), mutexes.end()), mutexes.end());
+  std::vector<tsl::mutex_lock> locks;
+  locks.reserve(mutexes.size());
+  for (tsl::mutex* mu : mutexes) locks.emplace_back(*mu);
+  return locks;
 }
 
 inline absl::Status CheckVariableDtype(const tensorflow::Tensor& params,

@@ -28,6 +28,7 @@ from graph_engine.compiler.graphdef import import_graph_def, parse_input
 from graph_engine.compiler.node import Node
 from graph_engine.compiler.pass_manager import Compilation
 from graph_engine.compiler.pipeline import pipeline
+from graph_engine.compiler.cluster_op import CLUSTER_OPS
 from graph_engine.compiler.signature import signature
 
 _lock = threading.Lock()
@@ -166,7 +167,7 @@ def compilation_for(nodedef_bytes, opts=None):
         raise CompileError(f"compile request is not a serialized tensorflow.NodeDef: {e}") from None
     opts = or_defaults(opts)
     shapes = _input_shapes(nd)
-    if nd.op == "NpuGraphOp":
+    if nd.op in CLUSTER_OPS:
         return _cluster_compilation(nd, shapes, opts)
     return _eager_compilation(nd, shapes, opts)
 

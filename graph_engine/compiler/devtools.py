@@ -17,6 +17,7 @@ from tensorflow.core.framework import node_def_pb2
 from graph_engine import ops
 from graph_engine.compiler import attrs as attr_util
 from graph_engine.compiler.partition.candidates import PRESERVE_ATTR
+from graph_engine.compiler.cluster_op import CLUSTER_OPS
 from graph_engine.compiler.signature import signature
 
 NPU = "/job:localhost/replica:0/task:0/device:NPU:0"
@@ -118,7 +119,7 @@ def single_cluster(fn, args, options=None):
     fetches = [t.op.name for t in cf.outputs]
     gd = place(cf.graph.as_graph_def(), fetches=fetches)
     out = graph_pb2.GraphDef.FromString(partition_graph(gd.SerializeToString(), options))
-    clusters = [n for n in out.node if n.op == "NpuGraphOp"]
+    clusters = [n for n in out.node if n.op in CLUSTER_OPS]
     if len(clusters) != 1:
         raise CompileError(f"needs a function that forms one NPU cluster; it forms "
                            f"{len(clusters)}")
@@ -155,7 +156,7 @@ def run_graph(graph_def, feeds, fetches, variables=None):
     try:
         for n in gd.node:
             n.device = ""
-            if n.op == "NpuGraphOp":
+            if n.op in CLUSTER_OPS:
                 funcs.append(_cluster_as_py_func(n, added))
                 tokens.append(script_ops._py_funcs.insert(funcs[-1]))
                 n.attr["token"].s = tokens[-1].encode()

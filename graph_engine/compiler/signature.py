@@ -7,6 +7,7 @@ from tensorflow.core.framework import op_def_pb2, types_pb2
 from tensorflow.python.framework import op_def_registry
 
 from graph_engine.compiler import attrs as attr_util
+from graph_engine.compiler.cluster_op import CLUSTER_OP, CLUSTER_OPS
 
 DT_RESOURCE, DT_VARIANT, DT_STRING = types_pb2.DT_RESOURCE, types_pb2.DT_VARIANT, types_pb2.DT_STRING
 
@@ -21,10 +22,10 @@ class Signature:
     output_type_attrs: list = None
 
 
-def npu_graph_op_def():
+def npu_graph_op_def(name=CLUSTER_OP):
     """The interface of NpuGraphOp, the node that replaces a cluster. The TF plugin registers
     the op with this signature; this copy lets the compiler read graphs without the plugin."""
-    od = op_def_pb2.OpDef(name="NpuGraphOp")          # as tf_plugin_cc/graph_op.cc registers it
+    od = op_def_pb2.OpDef(name=name)          # as tf_plugin_cc/graph_op.cc registers it
     od.input_arg.add(name="args", type_list_attr="Tin")
     od.input_arg.add(name="values", type_list_attr="Tvalues")
     od.output_arg.add(name="results", type_list_attr="Tout")
@@ -38,8 +39,8 @@ def npu_graph_op_def():
 def op_def(op_type, library=None):
     """The OpDef of `op_type`: TF's registry, else a function of `library`, else None."""
     found = op_def_registry.get(op_type)
-    if found is None and op_type == "NpuGraphOp":
-        return npu_graph_op_def()
+    if found is None and op_type in CLUSTER_OPS:
+        return npu_graph_op_def(op_type)
     if found is None and library is not None:
         for f in library.function:
             if f.signature.name == op_type:

@@ -29,6 +29,7 @@ from graph_engine.compiler.partition import (candidates, cpu_lists, dag, host_lo
                                              variables_in_place)
 from graph_engine.compiler.partition.clusters import form_clusters
 from graph_engine.compiler.partition.contexts import MIXED, control_contexts
+from graph_engine.compiler.cluster_op import CLUSTER_OPS
 
 TRIVIAL_REASON = "its cluster would only hold ops that compute nothing; not worth a launch"
 HOST_REASON = ("its cluster would only hold int32 arithmetic and logic that run in host memory "
@@ -102,7 +103,7 @@ def partition(g, opts=None):
 
     entries = []
     for n in original:
-        if n.op == "NpuGraphOp":
+        if n.op in CLUSTER_OPS:
             entries.append(reports.NodeReport(n.name, n.op, n.device, reports.NPU, n.name,
                                               "already an NPU cluster"))
         elif n in placed:
@@ -127,7 +128,7 @@ def _rewrite(g, clusters, topo, cloneable, opts):
     users = g.data_consumers()
     options_json = to_json(opts)
     value_map, node_map, placed, cloned = {}, {}, {}, {}
-    index = variables_in_place.GraphIndex(g, users)
+    index = variables_in_place.GraphIndex(g, users, order)
     k = 0
     for members in sorted(clusters, key=lambda m: order[m[0]]):
         while f"npu_cluster_{k}" in g.nodes:

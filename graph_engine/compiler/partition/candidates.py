@@ -20,6 +20,7 @@ _STAYS_IN_TF = {
                     "function call stays in TF"),
     "NoOp": "control-only op stays in TF",
     "NpuGraphOp": "already an NPU cluster",
+    "NpuStatefulGraphOp": "already an NPU cluster",
 }
 
 

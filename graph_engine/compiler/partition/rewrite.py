@@ -24,6 +24,7 @@ from graph_engine.compiler.kernel_attrs import split_inputs
 from graph_engine.compiler.node import Node
 from graph_engine.compiler.partition import variables_in_place
 from graph_engine.compiler.partition.candidates import device_type
+from graph_engine.compiler.cluster_op import CLUSTER_OP, STATEFUL_CLUSTER_OP
 from graph_engine.ops.base import Op
 
 
@@ -178,7 +179,7 @@ def replace_cluster(g, members, name, options_json, users, cloneable, index=None
     variables = [v for v in data if v in in_place]
     n_host_in = sum(map(host_input, data))
     n_host_out = sum(host_out.values())
-    node = Node(name, "NpuGraphOp", device=members[0].device,
+    node = Node(name, STATEFUL_CLUSTER_OP if variables else CLUSTER_OP, device=members[0].device,
                 inputs=[in_place[v][0] if v in in_place else v for v in inputs],
                 control_inputs=controls, output_dtypes=[v.dtype for v in outputs])
     n_args, n_results = len(data) - n_host_in - len(variables), len(outputs) - n_host_out

@@ -16,50 +16,46 @@ changes a result, only where it is stored.
 
 The write happens when the cluster runs, before AssignVariableOp, so it applies only where no
 reader of the variable can come in between: the read feeds this cluster alone (it goes, and
-its control consumers follow the cluster; a preserved read stays, unread), the update is the variable's one write, and every other reader of its handle is
-an ancestor of the cluster (done before it; a reader still holding the old buffer makes the
-kernel keep it) or runs after the update. Handles come from function arguments, VarHandleOp
-or a Placeholder, so both are outside control flow.
+its control consumers follow the cluster; a preserved read stays, unread), the update is the
+variable's one write, and every other reader of its handle comes before the cluster (a reader
+still holding the old buffer makes the kernel keep it) or after the update
+(reachability.path_exists). Handles come from function arguments, so both are outside control
+flow. Such a cluster is an NpuStatefulGraphOp (TF makes ops with resource inputs stateful;
+NpuGraphOp stays stateless).
 """
 from graph_engine.compiler.partition import candidates
+from graph_engine.compiler.reachability import path_exists
 from graph_engine.compiler.partition.variable_updates import DTYPES, READERS
 
-_HANDLE_SOURCES = ("_Arg", "Placeholder", "VarHandleOp")   # never inside control flow
+# A function's arguments: outside control flow, and only in graphs TF runs as functions (a TF1
+# session shares stateful kernels, such as NpuStatefulGraphOp, between its graphs by name).
+_HANDLE_SOURCES = ("_Arg",)
 
 
 class GraphIndex:
-    """What the checks need of the whole graph, computed once per partitioning."""
+    """The graph's edges both ways and its topological ranks, taken once per partitioning,
+    for reachability.path_exists."""
 
-    def __init__(self, g, users):
-        self.users = users
-        self.control_consumers = g.control_consumers()
+    def __init__(self, g, users, rank):
+        self.users, self.rank = users, rank
+        control = g.control_consumers()
+        self.control_consumers = control
+        self.succ = _Edges(lambda n: self.data_consumers(n) + control.get(n, []))
+        self.pred = _Edges(lambda n: [v.node for v in n.inputs] + n.control_inputs)
 
     def data_consumers(self, node):
         return [c for v in node.outputs for c, _ in self.users.get(v, ())]
 
-    def consumers(self, node):
-        return self.data_consumers(node) + list(self.control_consumers.get(node, ()))
+    def path(self, sources, targets):
+        return path_exists(sources, targets, self.succ, self.pred, self.rank)
 
 
-def _ancestors(nodes):
-    seen, stack = set(), list(nodes)
-    while stack:
-        n = stack.pop()
-        for p in [v.node for v in n.inputs] + list(n.control_inputs):
-            if p not in seen:
-                seen.add(p)
-                stack.append(p)
-    return seen
+class _Edges:
+    def __init__(self, of):
+        self.of = of
 
-
-def _descendants(node, index):
-    seen, stack = set(), [node]
-    while stack:
-        for c in index.consumers(stack.pop()):
-            if c not in seen:
-                seen.add(c)
-                stack.append(c)
-    return seen
+    def __getitem__(self, node):
+        return self.of(node)
 
 
 def kept(read):
@@ -75,12 +71,9 @@ def updates(members, outputs, index):
     (nothing writes the variable between them). Control edges from a read become the cluster's:
     the read's control consumers must not precede the cluster."""
     member_set, output_set = set(members), set(outputs)
-    ancestors = None
 
     def precedes(nodes):                       # some of `nodes` come before the cluster
-        nonlocal ancestors
-        ancestors = _ancestors(members) if ancestors is None else ancestors
-        return any(c in ancestors for c in nodes)
+        return index.path(nodes, members)
 
     def takeable(read):
         if (read.op != "ReadVariableOp" or read.attr("dtype") not in DTYPES
@@ -112,11 +105,9 @@ def updates(members, outputs, index):
                 or any(v.node.attr("dtype") != dtype for v in reads)
                 or candidates.device_type(write.device) != "NPU"):
             continue
-        rest = [c for c in others if c is not write]
-        if rest:
-            later = _descendants(write, index)
-            if any(c not in later for c in rest if not precedes([c])):
-                continue
+        if any(not precedes([c]) and not index.path([write], [c])
+               for c in others if c is not write):
+            continue
         found[reads[0]] = (handle, write.inputs[1])
         merged.update((v, reads[0]) for v in reads[1:])
     return found, merged
