@@ -507,20 +507,10 @@ class TrainingOp : public OpKernel {
       OP_REQUIRES_OK(ctx, LookupResource(ctx, HandleFromInput(ctx, vars_[i]), &vars[i]));
       if (kSparse) OP_REQUIRES_OK(ctx, EnsureSparseVariableAccess(ctx, vars[i].get(), vars_[i]));
     }
-    // Each distinct mutex once, in address order, so that updates of overlapping sets of
-    // variables cannot deadlock. Always exclusive (TF takes a shared lock for sparse updates
-    // without use_locking): a buffer a reader still shares is replaced by a copy before it is
-    // written, which needs the exclusive lock; the results are the same.
-    std::vector<tsl::mutex*> mutexes;
-    for (const auto& v : vars) {
-      if (std::find(mutexes.begin(), mutexes.end(), v->mu()) == mutexes.end()) {
-        mutexes.push_back(v->mu());
-      }
-    }
-    std::sort(mutexes.begin(), mutexes.end());
-    std::vector<tsl::mutex_lock> locks;
-    locks.reserve(mutexes.size());
-    for (tsl::mutex* mu : mutexes) locks.emplace_back(*mu);
+    // Always exclusive (TF takes a shared lock for sparse updates without use_locking): a
+    // buffer a reader still shares is replaced by a copy before it is written, which needs the
+    // exclusive lock; the results are the same.
+    const std::vector<tsl::mutex_lock> locks = LockVariablesInOrder(vars);
 
     // The scalars and indices are read on the host below.
     OP_REQUIRES_OK(ctx, SyncComputeStream(ctx));

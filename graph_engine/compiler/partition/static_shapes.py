@@ -21,9 +21,8 @@ def _concrete(shape_proto):
 
 
 def _handle_shape(handle):
+    """A variable's shape from its handle, a function argument's `_handle_shapes`."""
     node = handle.node
-    if node.op == "VarHandleOp":
-        return _concrete(node.attrs["shape"].shape)
     if node.op != "_Arg":
         return None
     av = node.attrs.get("_handle_shapes")
