@@ -170,3 +170,39 @@ def test_written_in_place_only_when_nothing_else_holds_the_buffer():
         halve()
         np.testing.assert_array_equal(snapshot.numpy()[:3], 0.25)
         np.testing.assert_array_equal(w.numpy()[:3], 0.125)
+
+
+def test_partitioning_and_compiling_leave_no_reference_cycles():
+    """The IR goes by reference counting once partitioning or a compile ends (Graph.dispose):
+    the cyclic collector, paused meanwhile, would otherwise walk every node of a large graph
+    when it resumes (a ResNet50 training graph: 180,000 objects, 70 ms)."""
+    import gc
+    from graph_engine.compiler.api import compile_model_with_report, partition_graph_with_report
+    w = tf.Variable(R.standard_normal((4, 3)).astype(np.float32))
+
+    def step(x):
+        w.assign_sub(0.01 * x * w)
+        return tf.reduce_sum(x * w)
+
+    cf = tf.function(step).get_concrete_function(tf.TensorSpec((4, 3)))
+    gd = cf.graph.as_graph_def()
+    for index, n in enumerate(n for n in gd.node if n.op == "Placeholder"
+                              and n.attr["dtype"].type == tf.resource.as_datatype_enum):
+        n.op = "_Arg"
+        n.attr["T"].type = n.attr.pop("dtype").type
+        n.attr["index"].i = index
+    request = place(gd, fetches=[t.name.split(":")[0] for t in cf.outputs]).SerializeToString()
+    gc.collect()
+    gc.disable()
+    try:
+        result = partition_graph_with_report(request)
+        assert gc.collect() == 0
+        (cluster,) = [n for n in graph_pb2.GraphDef.FromString(result.graph_def).node
+                      if n.op == STATEFUL_CLUSTER_OP]   # the path that indexes the graph ran
+        cluster.attr["_input_shapes"].list.shape.extend(
+            [tf.TensorShape((4, 3)).as_proto()] * 2)
+        gc.collect()
+        assert compile_model_with_report(cluster.SerializeToString()).kernels
+        assert gc.collect() == 0
+    finally:
+        gc.enable()

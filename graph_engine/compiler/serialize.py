@@ -19,22 +19,30 @@ def build_model(c) -> mf.Model:
     p, plan = c.program, c.plan
     ids, values, blob = {}, [], bytearray()
 
-    def add(v):
+    # Not recursive: a closure that calls itself is a reference cycle, which would keep the
+    # whole IR (through `plan`) alive past Graph.dispose() until the cyclic GC found it.
+    def store(v, alias_of=None):
         if v in ids:
             return ids[v]
         kind = plan.kind[v]
-        where = plan.where.get(v, 0)
-        root = plan.storage.get(v, v)
-        if kind == mf.Kind.CONST and root is not v:       # an alias reads the constant's bytes
-            where = values[add(root)].where
+        if alias_of is not None:                          # an alias reads the constant's bytes
+            where = values[alias_of].where
         elif kind == mf.Kind.CONST:
             blob.extend(b"\0" * (-len(blob) % mf.CONST_ALIGNMENT))
             where = len(blob)
             blob.extend(np.ascontiguousarray(v.const, dt.numpy_dtype(v.dtype)).tobytes())
+        else:
+            where = plan.where.get(v, 0)
         ids[v] = len(values)
         values.append(mf.Value(dtype=v.dtype, dims=tuple(v.shape), nbytes=nbytes(v), kind=kind,
                                where=where, format=v.format or mf.Format.ND))
         return ids[v]
+
+    def add(v):
+        root = plan.storage.get(v, v)
+        if v not in ids and plan.kind[v] == mf.Kind.CONST and root is not v:
+            return store(v, store(root))
+        return store(v)
 
     inputs = [add(v) for v in p.inputs]
     for v in p.constants:

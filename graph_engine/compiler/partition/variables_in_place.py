@@ -38,24 +38,43 @@ class GraphIndex:
 
     def __init__(self, g, users, rank):
         self.users, self.rank = users, rank
-        control = g.control_consumers()
-        self.control_consumers = control
-        self.succ = _Edges(lambda n: self.data_consumers(n) + control.get(n, []))
-        self.pred = _Edges(lambda n: [v.node for v in n.inputs] + n.control_inputs)
+        self.control_consumers = g.control_consumers()
+        self.succ = _Successors(users, self.control_consumers)
+        self.pred = _Predecessors()
 
     def data_consumers(self, node):
-        return [c for v in node.outputs for c, _ in self.users.get(v, ())]
+        return self.succ.data_consumers(node)
 
     def path(self, sources, targets):
         return path_exists(sources, targets, self.succ, self.pred, self.rank)
 
+    def ancestors(self, nodes):
+        """The nodes from which a path of one edge or more leads to one of `nodes`."""
+        found, stack = set(), list(nodes)
+        while stack:
+            for m in self.pred[stack.pop()]:
+                if m not in found:
+                    found.add(m)
+                    stack.append(m)
+        return found
 
-class _Edges:
-    def __init__(self, of):
-        self.of = of
+
+# Edge maps for path_exists. No closures over the index: a reference cycle would keep the whole
+# graph alive past Graph.dispose() until the cyclic GC (paused while partitioning) found it.
+class _Successors:
+    def __init__(self, users, control_consumers):
+        self.users, self.control_consumers = users, control_consumers
+
+    def data_consumers(self, node):
+        return [c for v in node.outputs for c, _ in self.users.get(v, ())]
 
     def __getitem__(self, node):
-        return self.of(node)
+        return self.data_consumers(node) + self.control_consumers.get(node, [])
+
+
+class _Predecessors:
+    def __getitem__(self, node):
+        return [v.node for v in node.inputs] + node.control_inputs
 
 
 def kept(read):
@@ -71,9 +90,12 @@ def updates(members, outputs, index):
     (nothing writes the variable between them). Control edges from a read become the cluster's:
     the read's control consumers must not precede the cluster."""
     member_set, output_set = set(members), set(outputs)
+    before = []                                # the cluster's ancestors, found once if asked
 
     def precedes(nodes):                       # some of `nodes` come before the cluster
-        return index.path(nodes, members)
+        if not before:
+            before.append(index.ancestors(members))
+        return any(n in before[0] for n in nodes)
 
     def takeable(read):
         if (read.op != "ReadVariableOp" or read.attr("dtype") not in DTYPES

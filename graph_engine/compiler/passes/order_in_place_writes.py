@@ -17,14 +17,20 @@ def _root(v, aliases):
 
 def run(c):
     p = c.program
+    kernels = p.kernels
+    position = {id(k): i for i, k in enumerate(kernels)}
+    producer_of = {v: k for k in kernels for v in k.outputs}
+    readers = {}
+    for k in kernels:
+        for v in k.inputs:
+            readers.setdefault(v, []).append(k)
     moved = 0
     for out_index, in_index in sorted(c.in_place_requests.items()):
         out, inp = p.outputs[out_index], p.inputs[in_index]
-        kernels = p.kernels
-        producer = next((i for i, k in enumerate(kernels) if out in k.outputs), None)
-        if producer is None:
+        if out not in producer_of:
             continue
-        last = max((i for i, k in enumerate(kernels) if inp in k.inputs), default=-1)
+        producer = position[id(producer_of[out])]
+        last = max((position[id(k)] for k in readers.get(inp, ())), default=-1)
         if last <= producer:
             continue
         made, moving = set(kernels[producer].outputs), {id(kernels[producer])}
@@ -37,5 +43,6 @@ def run(c):
         span = kernels[producer:last + 1]
         kernels[producer:last + 1] = ([k for k in span if id(k) not in moving]
                                       + [k for k in span if id(k) in moving])
+        position.update((id(k), i) for i, k in enumerate(kernels[producer:last + 1], producer))
         moved += 1
     return {"moved": moved}

@@ -20,6 +20,7 @@ first -- and keeping the smallest arena, as GE keeps the better of its assigners
 records the lower bound for this order (the largest sum of live bytes at a step) and the bytes
 without any reuse (every arena value in its own slot). docs/memory.md explains the numbers.
 """
+import collections
 import dataclasses
 
 import numpy as np
@@ -288,14 +289,21 @@ def in_place_outputs(p, requests, kind, where, last_read):
     directly, at or after the input's last read, and reads the input, if at all, only
     element by element (Op.inplace); the input feeds no conversion kept between runs."""
     pairs = []
+    if not requests:
+        return pairs
+    step_of = {v: s for s, k in enumerate(p.kernels) for v in k.outputs}
+    readers_of, outputs = {}, collections.Counter(p.outputs)
+    for k in p.kernels:
+        for v in dict.fromkeys(k.inputs):
+            readers_of.setdefault(v, []).append(k)
     for o, i in sorted(requests.items()):
         out, inp = p.outputs[o], p.inputs[i]
-        if (kind.get(out) != Kind.OUTPUT or where.get(out) != o or p.outputs.count(out) != 1
+        if (kind.get(out) != Kind.OUTPUT or where.get(out) != o or outputs[out] != 1
                 or kind.get(inp) != Kind.INPUT or out.dtype != inp.dtype
                 or nbytes(out) != nbytes(inp) or out.format != inp.format):
             continue
-        step = next(s for s, k in enumerate(p.kernels) if out in k.outputs)
-        readers = [k for k in p.kernels if inp in k.inputs]
+        step = step_of[out]
+        readers = readers_of.get(inp, [])
         writer = p.kernels[step]
         op = ops.get(writer.kernel)
         if (last_read.get(inp, -1) > step or (inp in writer.inputs and not op.inplace)
