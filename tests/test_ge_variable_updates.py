@@ -131,8 +131,10 @@ def test_updates_stay_where_another_write_could_come_between():
 
 
 def test_update_inside_a_lowered_loop_stays():
-    """An update in a loop body: an earlier iteration's update would come between a read and
-    the next iteration's update."""
+    """An update in a TF1 loop body (control flow v1, a VarHandleOp's variable): nothing orders
+    an iteration's read after the previous iteration's update (a TF2 function body's outputs
+    wait for its stateful ops: partition.variable_updates.IterationGates), so an earlier
+    iteration's update could come between a read and this iteration's update."""
     from tensorflow.python.ops import control_flow_v2_toggles
     control_flow_v2_toggles.disable_control_flow_v2()
     try:

@@ -172,6 +172,70 @@ def test_written_in_place_only_when_nothing_else_holds_the_buffer():
         np.testing.assert_array_equal(w.numpy()[:3], 0.125)
 
 
+@pytest.mark.timeout(300)
+def test_a_loop_updates_in_place_and_reads_see_each_iterations_value():
+    """In a tf.while_loop body (a function argument's variable through the loop's Enter): a
+    read ordered before the update sees the iteration's old value, the next iteration sees the
+    update; on the NPU as on the CPU. The update writes over the variable's buffer (the
+    device's peak does not rise by the variable's size)."""
+    n = 1 << 20
+
+    def run(device):
+        with tf.device(device):
+            w = tf.Variable(np.linspace(1, 2, n, dtype=np.float32))
+
+            @tf.function
+            def steps(x):
+                seen = tf.zeros((), tf.float32)
+                for i in tf.range(3):
+                    seen += tf.reduce_sum(w[:4])           # read before the update
+                    w.assign(w * x + tf.cast(i, tf.float32))
+                return seen
+            x = tf.constant(0.5)
+            steps(x)                                       # compiles
+            if device == NPU:
+                before = npu_device.memory_stats()["in_use"]
+                npu_device.reset_peak_memory()
+            seen = steps(x).numpy()
+            if device == NPU:
+                assert npu_device.memory_stats()["peak"] - before < n * 4 // 2
+            return seen, w.numpy()
+
+    (got_seen, got_w), (want_seen, want_w) = run(NPU), run("/device:CPU:0")
+    np.testing.assert_allclose(got_seen, want_seen, rtol=1e-6)
+    np.testing.assert_allclose(got_w, want_w, rtol=1e-6)
+
+
+@pytest.mark.timeout(600)
+def test_keras_fit_with_steps_per_execution_updates_in_place_and_matches_cpu():
+    """Keras runs `steps_per_execution` steps as a while loop whose body is a cond: Adam's
+    updates of the weights, m and v there are written in place too, and training matches TF
+    on the CPU (50 samples at batch 8: a partial last batch)."""
+    import keras
+    from graph_engine.compiler import compile as ge_compile
+    x = np.linspace(-1, 1, 50 * 6, dtype=np.float32).reshape(50, 6)
+    y = np.arange(50) % 3
+
+    def run(device):
+        keras.utils.set_random_seed(5)
+        with tf.device(device):
+            model = keras.Sequential([keras.Input((6,)), keras.layers.Dense(16, activation="relu"),
+                                      keras.layers.Dense(3)])
+            model.compile(optimizer=keras.optimizers.Adam(0.01), steps_per_execution=3,
+                          loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+            ge_compile.clear_recent()
+            history = model.fit(x, y, batch_size=8, epochs=2, shuffle=False, verbose=0)
+        pairs = sum(len(r.get("outputs_over_inputs", [])) for r in ge_compile.recent_compiles())
+        return history.history["loss"], [w.numpy() for w in model.weights], pairs
+
+    got_loss, got_weights, pairs = run(NPU)
+    want_loss, want_weights, _ = run("/device:CPU:0")
+    assert pairs >= 12                    # weights, m and v of both layers
+    np.testing.assert_allclose(got_loss, want_loss, rtol=1e-5)
+    for g, w in zip(got_weights, want_weights):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-6)
+
+
 def test_partitioning_and_compiling_leave_no_reference_cycles():
     """The IR goes by reference counting once partitioning or a compile ends (Graph.dispose):
     the cyclic collector, paused meanwhile, would otherwise walk every node of a large graph

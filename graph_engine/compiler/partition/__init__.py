@@ -96,7 +96,7 @@ def partition(g, opts=None):
     original = list(g.nodes.values())
     placed = {}                                    # node -> cluster name
     if clusters:
-        placed = _rewrite(g, clusters, topo, cloneable, or_defaults(opts))
+        placed = _rewrite(g, clusters, topo, ctx, cloneable, or_defaults(opts))
     preserved = [n for n in g if candidates.PRESERVE_ATTR in n.attrs]
     for n in preserved:
         del n.attrs[candidates.PRESERVE_ATTR]
@@ -123,12 +123,12 @@ def partition(g, opts=None):
     return bool(clusters or preserved or moved), report
 
 
-def _rewrite(g, clusters, topo, cloneable, opts):
+def _rewrite(g, clusters, topo, ctx, cloneable, opts):
     order = {n: i for i, n in enumerate(topo)}
     users = g.data_consumers()
     options_json = to_json(opts)
     value_map, node_map, placed, cloned = {}, {}, {}, {}
-    index = variables_in_place.GraphIndex(g, users, order)
+    index = variables_in_place.GraphIndex(g, users, order, ctx)
     k = 0
     for members in sorted(clusters, key=lambda m: order[m[0]]):
         while f"npu_cluster_{k}" in g.nodes:

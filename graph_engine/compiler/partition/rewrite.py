@@ -177,6 +177,8 @@ def replace_cluster(g, members, name, options_json, users, cloneable, index=None
         host_memory=lambda v: 2 if v in in_place else int(host_input(v)))
     data = inputs[:len(inputs) - n_values]
     variables = [v for v in data if v in in_place]
+    for v in [*variables, *merged]:       # the cluster reads the variable where the read did
+        controls.extend(c for c in v.node.control_inputs if c not in controls)
     n_host_in = sum(map(host_input, data))
     n_host_out = sum(host_out.values())
     node = Node(name, STATEFUL_CLUSTER_OP if variables else CLUSTER_OP, device=members[0].device,

@@ -11,11 +11,16 @@ training step has three such tensors per weight (m, v and the weight).
 
 The result is the same as long as no other write to the variable comes between the read and
 the update, so the rewrite applies only where the update is the step's one write to the
-variable (every other consumer of its handle only reads it), the read comes before it in the
-step's order (not after: a read that follows the update sees its result), and both are
-outside control flow (in a loop, an earlier iteration's update would come between). Another
-step writing the same variable concurrently (Hogwild-style threads) could lose an update that
-AssignAdd's lock would have kept; TF's ops give such programs no order either. The add keeps
+variable (every other consumer of its handle only reads it), and the read comes before it in
+the step's order (not after: a read that follows the update sees its result) in the same
+control-flow context. Inside a loop (Keras' `steps_per_execution`: the training step is the
+body of a while loop, in a cond) the handle must be a function argument's, passed in through
+constant Enter, Switch and Identity nodes (`handle_root`): then every consumer of the variable
+is in view, and the read and the update are in one iteration: TF starts the next iteration
+only after the body's stateful ops (a lowered body's data outputs wait for its control
+outputs), so an earlier iteration's update never comes between. Another step writing the same
+variable concurrently (Hogwild-style threads) could lose an update that AssignAdd's lock would
+have kept; TF's ops give such programs no order either. The add keeps
 its dtype in every precision mode (attr _keep_dtype): the optimizer's state accumulates in the
 variable's dtype, as it did in AssignAdd.
 """
@@ -30,6 +35,9 @@ UPDATES = {"AssignAddVariableOp": "AddV2", "AssignSubVariableOp": "Sub"}
 # Ops that only read a variable through its handle.
 READERS = ("ReadVariableOp", "VariableShape", "VarIsInitializedOp")
 DTYPES = (dt.DT_FLOAT, dt.DT_HALF, dt.DT_BFLOAT16)
+# Ops that hand a handle on unchanged (besides constant Enter).
+_PASSING = ("Identity", "Switch")
+_NEXT = ("NextIteration", "RefNextIteration")
 
 
 def _on_npu(node):
@@ -41,6 +49,81 @@ def _qualifies(n):
     # name and control edges; only its op and value change.
     return (n.op in UPDATES and _on_npu(n) and n.attr("dtype") in DTYPES
             and _on_npu(n.inputs[1].node))
+
+
+def handle_root(value):
+    """The Value a variable handle `value` passes on: followed back through Identity, Switch and
+    constant Enter nodes (how a function argument's handle reaches a loop body or a branch)."""
+    while value.node.op in _PASSING or (value.node.op == "Enter"
+                                        and value.node.attr("is_constant", False)):
+        value = value.node.inputs[0]
+    return value
+
+
+def handle_users(root, users):
+    """The consumers of handle `root` and of the values passing it on (handle_root), except
+    the nodes that only pass it on."""
+    found, stack = [], [root]
+    while stack:
+        for c, i in users.get(stack.pop(), ()):
+            if i == 0 and (c.op in _PASSING or (c.op == "Enter" and c.attr("is_constant", False))):
+                stack.extend(c.outputs)
+            else:
+                found.append(c)
+    return found
+
+
+def in_function_body(handle):
+    """Whether `handle` is a function argument's: every consumer of its variable is in this
+    graph, and each variable is initialised before the graph runs."""
+    return handle_root(handle).node.op == "_Arg"
+
+
+class IterationGates:
+    """Which nodes of a loop body run before TF starts the loop's next iteration: those that
+    lead (within one iteration) to every NextIteration of their loop, as a lowered function
+    body's stateful ops do (its outputs wait for them). `gate(nodes)`: whether all of `nodes`
+    do; never for nodes of nested loops (an inner iteration does not gate the outer)."""
+
+    def __init__(self, ctx):
+        self.ctx, self._gating = ctx, {}           # frame entry -> the nodes that gate it
+
+    def gate(self, nodes):
+        return all(self._gates(n) for n in nodes)
+
+    def later_noop(self, node, position):
+        """A NoOp of `node`'s context that gates its loop and comes after it in `position`'s
+        order (a control edge to it makes no cycle), or None."""
+        if not self._gates(node):
+            return None
+        gating = self._gating[_frames(self.ctx[node])[0]]
+        return max((n for n in gating if n.op == "NoOp" and self.ctx[n] == self.ctx[node]
+                    and position[n] > position[node]), key=position.get, default=None)
+
+    def _gates(self, node):
+        frames = _frames(self.ctx[node])
+        if len(frames) != 1:
+            return False
+        if frames[0] not in self._gating:
+            self._gating[frames[0]] = self._upstream_of_every_next(frames[0])
+        return node in self._gating[frames[0]]
+
+    def _upstream_of_every_next(self, frame):
+        common = None
+        for n, c in self.ctx.items():
+            if n.op in _NEXT and _frames(c)[-1:] == [frame]:
+                found, stack = set(), [n]
+                while stack:
+                    for p in dag.producers(stack.pop()):
+                        if p not in found:
+                            found.add(p)
+                            stack.append(p)
+                common = found if common is None else common & found
+        return common or set()
+
+
+def _frames(context):
+    return [entry for entry in context or () if entry[0] == "frame"]
 
 
 def rewrite(g):
@@ -55,13 +138,18 @@ def rewrite(g):
     users = g.data_consumers()
     position = {n: i for i, n in enumerate(topo)}
     ctx = control_contexts(g, topo)
+    gates = IterationGates(ctx)
+
     done = 0
     for u in updates:
         handle = u.inputs[0]
-        others = [c for c, _ in users.get(handle, ()) if c is not u]
-        if ctx[u] != () or any(c.op not in READERS for c in others):
+        looped = ctx[u] != ()
+        if ctx[u] is None or (looped and not (in_function_body(handle) and gates.gate([u]))):
             continue
-        reads = [c for c in others if c.op == "ReadVariableOp" and ctx[c] == ()
+        others = [c for c in handle_users(handle_root(handle), users) if c is not u]
+        if any(c.op not in READERS for c in others):
+            continue
+        reads = [c for c in others if c.op == "ReadVariableOp" and ctx[c] == ctx[u]
                  and position[c] < position[u] and c.attr("dtype") == u.attr("dtype")]
         if not reads:
             continue
@@ -76,13 +164,23 @@ def rewrite(g):
         done += 1
         # Reads that the step orders right after the update hold its new value: they take it
         # from the cluster, so that what follows (Adam's step on the weight, which reads m and
-        # v again) joins the same pass instead of reading m and v back from memory. Only for a
-        # preserved update (a function's control output): in a TF1 session an update may run
-        # only because such a read leads to a fetch, and without it TF would prune the update.
-        if candidates.PRESERVE_ATTR not in u.attrs:
+        # v again) joins the same pass instead of reading m and v back from memory. Only where
+        # the update runs whatever is fetched: a preserved update (a function's control
+        # output), or one in a function's loop body. In a TF1 session an update may run only
+        # because such a read leads to a fetch, and without it TF would prune the update.
+        if candidates.PRESERVE_ATTR not in u.attrs and not looped:
             continue
         for r in others:
-            if r.op == "ReadVariableOp" and ctx[r] == () and u in r.control_inputs \
-                    and r.attr("dtype") == dtype:
-                g.replace_uses(r.outputs[0], add.outputs[0], users)
+            if r.op != "ReadVariableOp" or ctx[r] != ctx[u] or u not in r.control_inputs \
+                    or r.attr("dtype") != dtype:
+                continue
+            # In a loop the update may reach the next iteration only through such a read
+            # (automatic control dependencies chain a variable's ops, and the body's outputs
+            # wait for the last one): the read, unread now, keeps leading there.
+            gate = gates.later_noop(r, position) if looped else None
+            if looped and gate is None:
+                continue
+            g.replace_uses(r.outputs[0], add.outputs[0], users)
+            if gate is not None:
+                gate.control_inputs.append(r)
     return done

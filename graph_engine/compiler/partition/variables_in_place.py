@@ -19,25 +19,28 @@ reader of the variable can come in between: the read feeds this cluster alone (i
 its control consumers follow the cluster; a preserved read stays, unread), the update is the
 variable's one write, and every other reader of its handle comes before the cluster (a reader
 still holding the old buffer makes the kernel keep it) or after the update
-(reachability.path_exists). Handles come from function arguments, so both are outside control
-flow. Such a cluster is an NpuStatefulGraphOp (TF makes ops with resource inputs stateful;
-NpuGraphOp stays stateless).
+(reachability.path_exists; a reader after a loop the update is in follows one of its Exits). Handles
+come from function arguments, directly or through a loop's constant Enters and a cond's
+Switches (variable_updates.handle_root): the variable's every reader is in view, and in a loop
+body the cluster and the update are in one iteration (TF starts the next one only after the
+body's stateful ops). Such a cluster is an NpuStatefulGraphOp (TF makes ops with resource
+inputs stateful; NpuGraphOp stays stateless).
 """
-from graph_engine.compiler.partition import candidates
+from graph_engine.compiler.partition import candidates, dag
+from graph_engine.compiler.partition.contexts import EXIT, frame_of
 from graph_engine.compiler.reachability import path_exists
-from graph_engine.compiler.partition.variable_updates import DTYPES, READERS
-
-# A function's arguments: outside control flow, and only in graphs TF runs as functions (a TF1
-# session shares stateful kernels, such as NpuStatefulGraphOp, between its graphs by name).
-_HANDLE_SOURCES = ("_Arg",)
+from graph_engine.compiler.partition.variable_updates import (
+    DTYPES, READERS, IterationGates, handle_root, handle_users, in_function_body)
 
 
 class GraphIndex:
     """The graph's edges both ways and its topological ranks, taken once per partitioning,
     for reachability.path_exists."""
 
-    def __init__(self, g, users, rank):
-        self.users, self.rank = users, rank
+    def __init__(self, g, users, rank, ctx):
+        self.users, self.rank, self.ctx = users, rank, ctx
+        self.exits = {n: frame_of(n, ctx) for n in rank if n.op in EXIT}
+        self.gates = IterationGates(ctx)
         self.control_consumers = g.control_consumers()
         self.succ = _Successors(users, self.control_consumers)
         self.pred = _Predecessors()
@@ -47,6 +50,12 @@ class GraphIndex:
 
     def path(self, sources, targets):
         return path_exists(sources, targets, self.succ, self.pred, self.rank)
+
+    def loop_exits(self, node):
+        """The Exits of the loops `node` is in: what follows them runs after every iteration."""
+        inside = self.ctx[node] or ()
+        frames = [ctx for ctx in self.exits.values() if ctx and inside[:len(ctx)] == ctx]
+        return [n for n, ctx in self.exits.items() if ctx in frames]
 
     def ancestors(self, nodes):
         """The nodes from which a path of one edge or more leads to one of `nodes`."""
@@ -59,8 +68,10 @@ class GraphIndex:
         return found
 
 
-# Edge maps for path_exists. No closures over the index: a reference cycle would keep the whole
-# graph alive past Graph.dispose() until the cyclic GC (paused while partitioning) found it.
+# Edge maps for path_exists, without loops' back edges (NextIteration -> Merge: the next
+# iteration), so that paths run within one iteration. No closures over the index: a reference
+# cycle would keep the whole graph alive past Graph.dispose() until the cyclic GC (paused while
+# partitioning) found it.
 class _Successors:
     def __init__(self, users, control_consumers):
         self.users, self.control_consumers = users, control_consumers
@@ -69,12 +80,13 @@ class _Successors:
         return [c for v in node.outputs for c, _ in self.users.get(v, ())]
 
     def __getitem__(self, node):
-        return self.data_consumers(node) + self.control_consumers.get(node, [])
+        return [c for c in self.data_consumers(node) + self.control_consumers.get(node, [])
+                if not dag.is_back_edge(node, c)]
 
 
 class _Predecessors:
     def __getitem__(self, node):
-        return [v.node for v in node.inputs] + node.control_inputs
+        return dag.producers(node)
 
 
 def kept(read):
@@ -99,8 +111,8 @@ def updates(members, outputs, index):
 
     def takeable(read):
         if (read.op != "ReadVariableOp" or read.attr("dtype") not in DTYPES
-                or candidates.device_type(read.device) != "NPU" or read.control_inputs
-                or read.inputs[0].node.op not in _HANDLE_SOURCES
+                or candidates.device_type(read.device) != "NPU"
+                or not in_function_body(read.inputs[0])
                 or any(c not in member_set for c in index.data_consumers(read))):
             return False
         if kept(read):
@@ -108,28 +120,32 @@ def updates(members, outputs, index):
         controlled = [c for c in index.control_consumers.get(read, ()) if c not in member_set]
         return not (controlled and precedes(controlled))
 
-    by_handle = {}
+    by_root = {}                               # handle_root -> the cluster's reads of it
     for v in dict.fromkeys(v for n in members for v in n.inputs if v.node not in member_set):
         if v.node.op == "ReadVariableOp" and v.index == 0:
-            by_handle.setdefault(v.node.inputs[0], []).append(v)
+            by_root.setdefault(handle_root(v.node.inputs[0]), []).append(v)
     found, merged = {}, {}
-    for handle, reads in by_handle.items():
+    for root, reads in by_root.items():
         if not all(takeable(v.node) for v in reads):
             continue
         taken = {v.node for v in reads}
-        others = [c for c, _ in index.users.get(handle, ()) if c not in taken]
+        others = [c for c in handle_users(root, index.users) if c not in taken]
         writers = [c for c in others if c.op not in READERS]
         if len(writers) != 1:
             continue
         write, dtype = writers[0], reads[0].node.attr("dtype")
-        if (write.op != "AssignVariableOp" or write.inputs[0] is not handle
+        if (write.op != "AssignVariableOp" or handle_root(write.inputs[0]) is not root
                 or write.inputs[1] not in output_set or write.attr("dtype") != dtype
                 or any(v.node.attr("dtype") != dtype for v in reads)
                 or candidates.device_type(write.device) != "NPU"):
             continue
-        if any(not precedes([c]) and not index.path([write], [c])
+        after = [write] + index.loop_exits(write)
+        if any(not precedes([c]) and not index.path(after, [c])
                for c in others if c is not write):
             continue
-        found[reads[0]] = (handle, write.inputs[1])
+        if index.ctx[write] != () and not index.gates.gate(
+                [write] + [c for c in others if index.ctx[c] != ()]):
+            continue
+        found[reads[0]] = (reads[0].node.inputs[0], write.inputs[1])
         merged.update((v, reads[0]) for v in reads[1:])
     return found, merged
