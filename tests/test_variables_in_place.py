@@ -17,9 +17,9 @@ NPU = "/device:NPU:0"
 R = np.random.default_rng(11)
 
 
-def _cluster(fn, *specs):
-    """The cluster NodeDef (one) of fn's partitioned graph, and the partitioned GraphDef. The
-    captured variables' handles become _Args, as in the function graphs Grappler hands over."""
+def _placed(fn, *specs, keep_assigns=True):
+    """fn's function graph placed as Grappler hands it over (bytes): the captured variables'
+    handles become _Args; its outputs (and with `keep_assigns` its updates) are preserved."""
     cf = tf.function(fn).get_concrete_function(*specs)
     gd = cf.graph.as_graph_def()
     for index, n in enumerate(n for n in gd.node if n.op == "Placeholder"
@@ -28,9 +28,14 @@ def _cluster(fn, *specs):
         n.attr["T"].type = n.attr.pop("dtype").type
         n.attr["index"].i = index
     keep = [t.name.split(":")[0] for t in cf.outputs] + [
-        op.name for op in cf.graph.get_operations() if op.type.startswith("Assign")]
-    out = graph_pb2.GraphDef.FromString(
-        partition_graph(place(gd, fetches=keep).SerializeToString()))
+        op.name for op in cf.graph.get_operations()
+        if keep_assigns and op.type.startswith("Assign")]
+    return place(gd, fetches=keep).SerializeToString()
+
+
+def _cluster(fn, *specs):
+    """The cluster NodeDef (one) of fn's partitioned graph, and the partitioned GraphDef."""
+    out = graph_pb2.GraphDef.FromString(partition_graph(_placed(fn, *specs)))
     (cluster,) = [n for n in out.node if n.op in CLUSTER_OPS]
     return cluster, out
 
@@ -248,14 +253,7 @@ def test_partitioning_and_compiling_leave_no_reference_cycles():
         w.assign_sub(0.01 * x * w)
         return tf.reduce_sum(x * w)
 
-    cf = tf.function(step).get_concrete_function(tf.TensorSpec((4, 3)))
-    gd = cf.graph.as_graph_def()
-    for index, n in enumerate(n for n in gd.node if n.op == "Placeholder"
-                              and n.attr["dtype"].type == tf.resource.as_datatype_enum):
-        n.op = "_Arg"
-        n.attr["T"].type = n.attr.pop("dtype").type
-        n.attr["index"].i = index
-    request = place(gd, fetches=[t.name.split(":")[0] for t in cf.outputs]).SerializeToString()
+    request = _placed(step, tf.TensorSpec((4, 3)), keep_assigns=False)
     gc.collect()
     gc.disable()
     try:

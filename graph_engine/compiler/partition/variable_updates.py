@@ -51,11 +51,14 @@ def _qualifies(n):
             and _on_npu(n.inputs[1].node))
 
 
+def _passes_handle(node):
+    return node.op in _PASSING or (node.op == "Enter" and node.attr("is_constant", False))
+
+
 def handle_root(value):
     """The Value a variable handle `value` passes on: followed back through Identity, Switch and
     constant Enter nodes (how a function argument's handle reaches a loop body or a branch)."""
-    while value.node.op in _PASSING or (value.node.op == "Enter"
-                                        and value.node.attr("is_constant", False)):
+    while _passes_handle(value.node):
         value = value.node.inputs[0]
     return value
 
@@ -66,7 +69,7 @@ def handle_users(root, users):
     found, stack = [], [root]
     while stack:
         for c, i in users.get(stack.pop(), ()):
-            if i == 0 and (c.op in _PASSING or (c.op == "Enter" and c.attr("is_constant", False))):
+            if i == 0 and _passes_handle(c):
                 stack.extend(c.outputs)
             else:
                 found.append(c)
