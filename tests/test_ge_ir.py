@@ -7,7 +7,9 @@ from tensorflow.core.framework import graph_pb2
 from graph_engine.compiler import attrs as attr_util
 from graph_engine.ops import dtypes as dt
 from graph_engine.ops.errors import CompileError
+from graph_engine.compiler.graph import Graph
 from graph_engine.compiler.graphdef import export_graph_def, import_graph_def, parse_input
+from graph_engine.compiler.node import Node
 from graph_engine.compiler import gc_pause
 from graph_engine.compiler.partition.cycles import GraphCycles
 from graph_engine.compiler.signature import signature
@@ -86,6 +88,23 @@ def test_topo_order_rejects_cycles():
     with pytest.raises(CompileError, match="cycle"):
         g.topo_order()
 
+
+
+def test_topo_order_becomes_the_graphs_order():
+    """A node added after the nodes that read it: the sort reorders, and the graph keeps that
+    order (the next pass's sort is a linear check), stable for independent nodes."""
+    g = Graph()
+    a = g.add(Node("a", "_Arg", output_dtypes=[dt.DT_FLOAT]))
+    late = Node("late", "Exp", output_dtypes=[dt.DT_FLOAT])
+    use = g.add(Node("use", "Neg", inputs=[late.outputs[0]], output_dtypes=[dt.DT_FLOAT]))
+    other = g.add(Node("other", "Neg", inputs=[a.outputs[0]], output_dtypes=[dt.DT_FLOAT]))
+    late.inputs.append(a.outputs[0])
+    g.add(late)
+    want = ["a", "other", "late", "use"]
+    assert [n.name for n in g.topo_order()] == want
+    assert list(g.nodes) == want and [n.name for n in g] == want
+    assert [n.name for n in g.topo_order()] == want
+    assert use.inputs[0].node is late and other.inputs[0].node is a
 
 @pytest.mark.parametrize("value", [3, 2.5, True, "SAME", [1, 2], [0.5, 1.5]])
 def test_attr_round_trip(value):

@@ -77,6 +77,26 @@ def test_supported_chain_becomes_one_cluster():
     check_runs_like_tf(gd, out, feeds, fetches)
 
 
+
+def test_equal_constants_are_copied_into_a_cluster_once():
+    """TF's gradients and optimizers repeat constants (a quarter of DenseNet121's training
+    cluster): the body holds one copy of each distinct value; others keep their own."""
+    def fn(x):
+        two, two_again, two_int = tf.constant(2.0), tf.constant(2.0), tf.constant([2])
+        half = tf.constant(0.5)
+        return tf.exp(x * two) + tf.tanh(x) * two_again + half * tf.cast(two_int, tf.float32)
+    gd, fetches, _ = traced(fn, X)
+    out, report = partition(gd, fetches)
+    (c,) = clusters(out)
+    consts = [n for n in body(c).node if n.op == "Const"]
+    values = sorted((n.attr["dtype"].type, tf.make_ndarray(n.attr["value"].tensor).tolist())
+                    for n in consts)
+    assert values == sorted([(tf.float32.as_datatype_enum, 2.0), (tf.float32.as_datatype_enum, 0.5),
+                             (tf.int32.as_datatype_enum, [2])])
+    copied = [e for e in report.nodes if e.op == "Const"]
+    assert len(copied) == 4 and all(e.cluster == "npu_cluster_0" for e in copied)
+    check_runs_like_tf(gd, out, {"x": R.standard_normal((4, 3)).astype(np.float32)}, fetches)
+
 def _no_npu_op(x):
     """An op with no NPU implementation (TF's CPU kernel computes it): Reverse (v1)."""
     return tf.raw_ops.Reverse(tensor=x, dims=[True, False])

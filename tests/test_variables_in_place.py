@@ -268,3 +268,47 @@ def test_partitioning_and_compiling_leave_no_reference_cycles():
         assert gc.collect() == 0
     finally:
         gc.enable()
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("new_value, factor", [(np.full(8, 3.0, np.float32), 0.5),
+                                               (np.full(5, 4.0, np.float32), 0.25)],
+                         ids=["same_shape", "new_shape"])
+def test_the_variables_are_not_locked_while_a_signature_compiles(monkeypatch, new_value, factor):
+    """A cluster that updates a variable in place finds its model (a signature's first call
+    compiles: seconds for a large model) before it locks the variable: another thread reads and
+    assigns it meanwhile without waiting, and the step runs on what that thread assigned (of
+    another shape too: then that signature compiles under the lock)."""
+    import threading
+    from npu_device import compiler_bridge
+    compiling, assigned = threading.Event(), threading.Event()
+    waited = []
+    compile_model = compiler_bridge._compile_model
+
+    def slow_compile(request):
+        if node_def_pb2.NodeDef.FromString(bytes(request)).op in CLUSTER_OPS and not waited:
+            compiling.set()
+            waited.append(assigned.wait(20))   # a kernel holding the lock: the reader waits
+        return compile_model(request)
+    monkeypatch.setattr(compiler_bridge, "_compile_model", slow_compile)
+    with tf.device(NPU):
+        w = tf.Variable(np.ones(8, np.float32), shape=tf.TensorShape(None))
+        seen = []
+
+        def reader():
+            compiling.wait(60)
+            with tf.device(NPU):
+                seen.append(w.read_value().numpy())
+                w.assign(new_value)
+            assigned.set()
+
+        @tf.function                               # a cluster of its own for each case
+        def scale():
+            w.assign(w * factor)
+        thread = threading.Thread(target=reader)
+        thread.start()
+        scale()
+        thread.join(60)
+    assert waited == [True]
+    np.testing.assert_array_equal(seen[0], np.ones(8, np.float32))
+    np.testing.assert_array_equal(w.numpy(), new_value * factor)

@@ -18,12 +18,15 @@
 // graph_engine/compiler/partition/variables_in_place.py). Each stands for the variable's value
 // as the model's input; under the variables' locks, when nothing else shares a variable's buffer
 // (TF's copy-on-write test, as in AssignAddVariableOp) and the model allows it, the result is
-// written over that buffer: an optimizer's update in place instead of into new memory.
+// written over that buffer: an optimizer's update in place instead of into new memory. The
+// model is found (on a signature's first call: compiled) before those locks are taken, so the
+// variables' other users never wait for a compile.
 //
 // A cluster that the engine cannot compile (anything but the program's own invalid input) runs
 // its original TF ops on CPU instead (cpu_fallback.h); the compiler already said why, once.
 #include "registration.h"
 
+#include <algorithm>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
@@ -78,7 +81,6 @@ class NpuGraphOp : public tensorflow::OpKernel {
     // run) held under their locks.
     const int num_variables = static_cast<int>(variable_dtypes_.size());
     std::vector<tensorflow::core::RefCountPtr<tensorflow::Var>> variables(num_variables);
-    std::vector<Tensor> values(num_variables);
     for (int v = 0; v < num_variables; ++v) {
       const tensorflow::ResourceHandle& handle = tensorflow::HandleFromInput(ctx, num_args_ + v);
       absl::Status found = tensorflow::LookupResource(ctx, handle, &variables[v]);
@@ -87,45 +89,27 @@ class NpuGraphOp : public tensorflow::OpKernel {
           "been deleted. In TF1, it can also mean the variable is uninitialized. Debug info: ",
           found.message())));
     }
+    // The model first, outside the variables' locks: a signature's first call compiles (seconds
+    // for a large training step), and the variables' other readers and writers need not wait
+    // for that. Its signature needs only the variables' dtypes and shapes.
+    std::vector<Tensor> values(num_variables);
+    {
+      const std::vector<tsl::mutex_lock> locks = LockVariablesInOrder(variables);
+      OP_REQUIRES_OK(ctx, ReadVariables(ctx, variables, nullptr, &values));
+    }
+    std::vector<tensorflow::TensorShape> compiled_for;
+    for (const Tensor& t : values) compiled_for.push_back(t.shape());
+    std::shared_ptr<npu::CompiledModel> model;
+    absl::Status s = GetModelFor(ctx, values, &model);
+    for (Tensor& t : values) t = Tensor();           // no reference of ours is left: see below
+
     const std::vector<tsl::mutex_lock> locks = LockVariablesInOrder(variables);
     std::vector<int> write_over(ctx->num_outputs(), -1);
-    bool any_over = false;
-    for (int v = 0; v < num_variables; ++v) {
-      tensorflow::Var* var = variables[v].get();
-      OP_REQUIRES(ctx, var->is_initialized && var->tensor()->IsInitialized(),
-                  absl::FailedPreconditionError(absl::StrCat(
-                      "Error while reading resource variable ",
-                      tensorflow::HandleFromInput(ctx, num_args_ + v).name(),
-                      ": it is uninitialized")));
-      OP_REQUIRES_OK(ctx, CheckVariableDtype(*var->tensor(), variable_dtypes_[v]));
-      // Only the variable holds the buffer: the step's other readers are done with it.
-      if (!var->copy_on_read_mode.load() && var->tensor()->RefCountIsOne()) {
-        write_over[variable_updates_[v]] = num_args_ + v;
-        any_over = true;
-      }
-      values[v] = *var->tensor();
-    }
-    std::vector<const Tensor*> inputs;
-    for (int i = 0; i < ctx->num_inputs(); ++i) {
-      const bool variable = i >= num_args_ && i < num_args_ + num_variables;
-      inputs.push_back(variable ? &values[i - num_args_] : &ctx->input(i));
-    }
-    const int num_data = num_args_ + num_variables;
-    std::string key = key_;
-    AppendSignature(inputs, &key);
-    for (int i = num_data; i < ctx->num_inputs(); ++i) {
-      absl::StrAppend(&key, "#", i, "=", inputs[i]->tensor_data());
-    }
-    std::shared_ptr<npu::CompiledModel> model;
-    absl::Status s = GetModel(key, device_, [&] {
-      tensorflow::NodeDef node = def();
-      SetInputShapes(inputs, &node);
-      auto* consts = (*node.mutable_attr())["_const_inputs"].mutable_list();
-      for (int i = num_data; i < ctx->num_inputs(); ++i) {
-        inputs[i]->AsProtoTensorContent(consts->add_tensor());
-      }
-      return node;
-    }, &model);
+    OP_REQUIRES_OK(ctx, ReadVariables(ctx, variables, &write_over, &values));
+    bool reshaped = false;                           // assigned a new shape meanwhile
+    for (int v = 0; v < num_variables; ++v) reshaped |= values[v].shape() != compiled_for[v];
+    if (reshaped) s = GetModelFor(ctx, values, &model);
+    const std::vector<const Tensor*> inputs = Inputs(ctx, values);
     if (FallsBackToCpu(s)) {
       // The engine cannot compile this signature (the model cache remembers that, so it is
       // not tried again): run the cluster's TF ops on CPU instead.
@@ -133,7 +117,9 @@ class NpuGraphOp : public tensorflow::OpKernel {
       OP_REQUIRES_OK(ctx, Named(fallback_->Run(ctx, inputs)));
       return;
     }
-    std::vector<const Tensor*> data(inputs.begin(), inputs.begin() + num_data);
+    const bool any_over = std::any_of(write_over.begin(), write_over.end(),
+                                      [](int i) { return i >= 0; });
+    std::vector<const Tensor*> data(inputs.begin(), inputs.begin() + num_args_ + num_variables);
     if (s.ok() && any_over) {
       const std::vector<int32_t>& allowed = model->output_over_input();
       for (size_t o = 0; o < write_over.size(); ++o)
@@ -144,6 +130,61 @@ class NpuGraphOp : public tensorflow::OpKernel {
   }
 
  private:
+  // The variables' values (REQUIRES: their locks held), checked: initialized, of the declared
+  // dtype. With `write_over`: result variable_updates_[v] may be written over variable v's
+  // buffer where only the variable holds it (TF's copy-on-write test, as in
+  // AssignAddVariableOp: the step's other readers are done with it), tested before `values`
+  // takes its own reference.
+  absl::Status ReadVariables(OpKernelContext* ctx,
+                             const std::vector<tensorflow::core::RefCountPtr<tensorflow::Var>>& vars,
+                             std::vector<int>* write_over, std::vector<Tensor>* values) const {
+    for (size_t v = 0; v < vars.size(); ++v) {
+      tensorflow::Var* var = vars[v].get();
+      if (!var->is_initialized || !var->tensor()->IsInitialized())
+        return absl::FailedPreconditionError(absl::StrCat(
+            "Error while reading resource variable ",
+            tensorflow::HandleFromInput(ctx, num_args_ + v).name(), ": it is uninitialized"));
+      TF_RETURN_IF_ERROR(CheckVariableDtype(*var->tensor(), variable_dtypes_[v]));
+      if (write_over != nullptr && !var->copy_on_read_mode.load() &&
+          var->tensor()->RefCountIsOne())
+        (*write_over)[variable_updates_[v]] = num_args_ + v;
+      (*values)[v] = *var->tensor();
+    }
+    return absl::OkStatus();
+  }
+
+  // The kernel's inputs, each variable's value in its handle's place.
+  std::vector<const Tensor*> Inputs(OpKernelContext* ctx, const std::vector<Tensor>& values) const {
+    std::vector<const Tensor*> inputs;
+    const int num_variables = static_cast<int>(values.size());
+    for (int i = 0; i < ctx->num_inputs(); ++i) {
+      const bool variable = i >= num_args_ && i < num_args_ + num_variables;
+      inputs.push_back(variable ? &values[i - num_args_] : &ctx->input(i));
+    }
+    return inputs;
+  }
+
+  // The model for the signature of these inputs (compiled, or from the cache).
+  absl::Status GetModelFor(OpKernelContext* ctx, const std::vector<Tensor>& values,
+                           std::shared_ptr<npu::CompiledModel>* model) const {
+    const std::vector<const Tensor*> inputs = Inputs(ctx, values);
+    const int num_data = num_args_ + static_cast<int>(values.size());
+    std::string key = key_;
+    AppendSignature(inputs, &key);
+    for (int i = num_data; i < ctx->num_inputs(); ++i) {
+      absl::StrAppend(&key, "#", i, "=", inputs[i]->tensor_data());
+    }
+    return GetModel(key, device_, [&] {
+      tensorflow::NodeDef node = def();
+      SetInputShapes(inputs, &node);
+      auto* consts = (*node.mutable_attr())["_const_inputs"].mutable_list();
+      for (int i = num_data; i < ctx->num_inputs(); ++i) {
+        inputs[i]->AsProtoTensorContent(consts->add_tensor());
+      }
+      return node;
+    }, model);
+  }
+
   absl::Status Named(const absl::Status& s) const {
     if (s.ok()) return s;
     return absl::Status(s.code(), absl::StrCat("NPU cluster '", name(), "': ", s.message()));

@@ -85,8 +85,15 @@ class Graph:
                       key=lambda n: n.attr("index"))
 
     def topo_order(self):
-        """Nodes producers-first (data and control edges), stable in insertion order."""
-        return topo_sort(list(self.nodes.values()), _producers)
+        """Nodes producers-first (data and control edges), stable in insertion order. When
+        that is not the insertion order (a pass added a node that earlier ones now read), the
+        graph takes it as its order, so that the next pass's sort is one linear check."""
+        nodes = list(self.nodes.values())
+        order = topo_sort(nodes, _producers)
+        if order != nodes:
+            self.nodes.clear()
+            self.nodes.update((n.name, n) for n in order)
+        return order
 
 
 def unique_name(base, taken):

@@ -26,9 +26,9 @@ from graph_engine.compiler.passes import layout
 from graph_engine.compiler.passes import fuse_elementwise
 
 PASSES = [
-    # TF's graphs repeat constants (an optimizer's per-variable scalars, reduction axes ...): a
-    # quarter of DenseNet121's training cluster. Merged first, no pass handles them again.
-    ("eliminate_common_subexpressions", eliminate_common_subexpressions.run),
+    # TF's graphs repeat constants (an optimizer's per-variable scalars, reduction axes ...): the
+    # partitioner copies each distinct one into a cluster once (partition/rewrite.py), so the
+    # first CSE comes after folding, where it also merges what folding made equal.
     ("infer_shapes", infer_shapes.run),            # static shapes + compile-time values
     ("fold_constants", fold_constants.run),        # known values become Const nodes
     ("eliminate_identities", eliminate_identities.run),

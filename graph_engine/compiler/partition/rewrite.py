@@ -1,8 +1,8 @@
 """Replaces each cluster with one NpuGraphOp node.
 
 The node's `cluster` attr is the body: a GraphDef of `_Arg` nodes (one per distinct outside
-value the members read), the members under their own names with devices cleared, copies of the
-Consts they read, and `_Retval` nodes (one per member output read outside). Consumers read
+value the members read), the members under their own names with devices cleared, a copy of each
+distinct Const they read, and `_Retval` nodes (one per member output read outside). Consumers read
 `cluster:i`; control inputs of members from outside become control inputs of the cluster node,
 and control consumers of members depend on the cluster node.
 
@@ -76,10 +76,31 @@ def host_output(v, readers):
     return bool(readers) and all(device_type(c.device) == "CPU" for c, _ in readers)
 
 
+def first_equal_constants(consts):
+    """Const node -> the first of `consts` with the same attrs (dtype and value), which the
+    cluster body copies in for both. TF's graphs repeat constants (an optimizer's per-variable
+    scalars, reduction axes, gradients' shapes): a quarter of DenseNet121's training cluster,
+    which would otherwise be written, read back and merged again by the compiler. Values over
+    MAX_COMPARED_CONST_BYTES are not compared (serializing them costs more than they save)."""
+    first, copy_of = {}, {}
+    for c in consts:
+        if c.attrs["value"].ByteSize() > MAX_COMPARED_CONST_BYTES:
+            copy_of[c] = c
+            continue
+        key = tuple(sorted((k, v.SerializeToString(deterministic=True))
+                           for k, v in c.attrs.items()))
+        copy_of[c] = first.setdefault(key, c)
+    return copy_of
+
+
+MAX_COMPARED_CONST_BYTES = 4096
+
+
 def cluster_body(g, members, outputs, cloneable=frozenset(), inputs=None, host_memory=None):
     """The body of a cluster of `members` (nodes of Graph `g`, in order) that computes Values
     `outputs`: a GraphDef of `_Arg` nodes, the members under their own names with devices
-    cleared, copies of the `cloneable` Consts they read and one `_Retval` per output.
+    cleared, a copy of each distinct `cloneable` Const they read (first_equal_constants) and
+    one `_Retval` per output.
 
     The _Args are the outside Values the members read, compile-time values (see
     compile_time_values) last; or, given `inputs`, exactly those Values in that order, read or
@@ -95,6 +116,7 @@ def cluster_body(g, members, outputs, cloneable=frozenset(), inputs=None, host_m
     member_set = set(members)
     clones = list(dict.fromkeys(v.node for n in members for v in n.inputs
                                 if v.node not in member_set and v.node in cloneable))
+    copy_of = first_equal_constants(clones)
     taken = {n.name for n in members} | {c.name for c in clones}
 
     def reserve(base):
@@ -120,8 +142,8 @@ def cluster_body(g, members, outputs, cloneable=frozenset(), inputs=None, host_m
 
     member_inputs = []                        # NodeDef input strings per member
     for n in members:
-        refs = [v.ref if v.node in member_set or v.node in cloneable else arg_for(v)
-                for v in n.inputs]
+        refs = [v.ref if v.node in member_set else copy_of[v.node].name if v.node in copy_of
+                else arg_for(v) for v in n.inputs]
         for p in n.control_inputs:
             if p in member_set:
                 refs.append("^" + p.name)
@@ -129,7 +151,8 @@ def cluster_body(g, members, outputs, cloneable=frozenset(), inputs=None, host_m
                 controls.append(p)
         member_inputs.append(refs)
     for const in clones:                      # its control inputs move to the cluster node
-        write_node_def(body.node.add(), const, [], "")
+        if copy_of[const] is const:
+            write_node_def(body.node.add(), const, [], "")
         controls.extend(p for p in const.control_inputs if p not in controls)
     if inputs is not None:
         arg_values = list(inputs)

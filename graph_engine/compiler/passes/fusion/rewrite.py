@@ -1,6 +1,7 @@
 """What the fusion passes share: consumer maps kept current while a pass rewrites, small
 matchers, and nodes built with their shapes (and folded to Consts when computable)."""
 import collections
+import functools
 
 import numpy as np
 
@@ -44,8 +45,16 @@ class Rewriter:
 
     def __init__(self, c):
         self.c, self.g = c, c.graph
-        self.users = collections.defaultdict(list, self.g.data_consumers())
-        self.control_users = collections.defaultdict(list, self.g.control_consumers())
+
+    # Built on first use: most patterns are absent from most graphs, and a pass that matches
+    # nothing should not pay for two walks of the whole graph.
+    @functools.cached_property
+    def users(self):
+        return collections.defaultdict(list, self.g.data_consumers())
+
+    @functools.cached_property
+    def control_users(self):
+        return collections.defaultdict(list, self.g.control_consumers())
 
     def uses(self, v):
         return self.users.get(v, [])
@@ -62,13 +71,14 @@ class Rewriter:
         return node
 
     def add(self, name, op, inputs, attrs=None, output_dtypes=None, control_inputs=()):
+        users, _ = self.users, self.control_users      # built before the graph changes
         node = self.g.add(Node(self.g.unique_name(name), op, inputs=inputs,
                                control_inputs=control_inputs,
                                output_dtypes=output_dtypes or [inputs[0].dtype]))
         for k, v in (attrs or {}).items():
             node.attrs[k] = v if hasattr(v, "SerializeToString") else attr_util.make(v)
         for i, v in enumerate(inputs):
-            self.users[v].append((node, i))
+            users[v].append((node, i))
         return node
 
     def add_inferred(self, name, op, inputs, attrs=None, output_dtypes=None):
