@@ -76,6 +76,9 @@ def host_output(v, readers):
     return bool(readers) and all(device_type(c.device) == "CPU" for c, _ in readers)
 
 
+MAX_COMPARED_CONST_BYTES = 4096
+
+
 def first_equal_constants(consts):
     """Const node -> the first of `consts` with the same attrs (dtype and value), which the
     cluster body copies in for both. TF's graphs repeat constants (an optimizer's per-variable
@@ -91,9 +94,6 @@ def first_equal_constants(consts):
                            for k, v in c.attrs.items()))
         copy_of[c] = first.setdefault(key, c)
     return copy_of
-
-
-MAX_COMPARED_CONST_BYTES = 4096
 
 
 def cluster_body(g, members, outputs, cloneable=frozenset(), inputs=None, host_memory=None):
