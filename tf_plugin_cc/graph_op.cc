@@ -18,9 +18,9 @@
 // graph_engine/compiler/partition/variables_in_place.py). Each stands for the variable's value
 // as the model's input; under the variables' locks, when nothing else shares a variable's buffer
 // (TF's copy-on-write test, as in AssignAddVariableOp) and the model allows it, the result is
-// written over that buffer: an optimizer's update in place instead of into new memory. The
-// model is found (on a signature's first call: compiled) before those locks are taken, so the
-// variables' other users never wait for a compile.
+// written over that buffer: an optimizer's update in place instead of into new memory. A
+// signature's first call compiles without those locks, so the variables' other users never
+// wait for a compile.
 //
 // A cluster that the engine cannot compile (anything but the program's own invalid input) runs
 // its original TF ops on CPU instead (cpu_fallback.h); the compiler already said why, once.
@@ -89,26 +89,29 @@ class NpuGraphOp : public tensorflow::OpKernel {
           "been deleted. In TF1, it can also mean the variable is uninitialized. Debug info: ",
           found.message())));
     }
-    // The model first, outside the variables' locks: a signature's first call compiles (seconds
-    // for a large training step), and the variables' other readers and writers need not wait
-    // for that. Its signature needs only the variables' dtypes and shapes.
+    // The variables are read, and held for the run, under their locks. A signature's first call
+    // compiles (seconds for a large training step) without them, so that the variables' other
+    // readers and writers never wait for a compile, and then reads them again (a variable
+    // assigned a new shape meanwhile gets that signature compiled under the locks).
     std::vector<Tensor> values(num_variables);
-    {
-      const std::vector<tsl::mutex_lock> locks = LockVariablesInOrder(variables);
-      OP_REQUIRES_OK(ctx, ReadVariables(ctx, variables, nullptr, &values));
-    }
-    std::vector<tensorflow::TensorShape> compiled_for;
-    for (const Tensor& t : values) compiled_for.push_back(t.shape());
+    std::vector<int> write_over;
+    std::vector<tsl::mutex_lock> locks;
     std::shared_ptr<npu::CompiledModel> model;
-    absl::Status s = GetModelFor(ctx, values, &model);
-    for (Tensor& t : values) t = Tensor();           // no reference of ours is left: see below
-
-    const std::vector<tsl::mutex_lock> locks = LockVariablesInOrder(variables);
-    std::vector<int> write_over(ctx->num_outputs(), -1);
-    OP_REQUIRES_OK(ctx, ReadVariables(ctx, variables, &write_over, &values));
-    bool reshaped = false;                           // assigned a new shape meanwhile
-    for (int v = 0; v < num_variables; ++v) reshaped |= values[v].shape() != compiled_for[v];
-    if (reshaped) s = GetModelFor(ctx, values, &model);
+    absl::Status s;
+    for (int pass = 0;; ++pass) {
+      locks = LockVariablesInOrder(variables);
+      write_over.assign(ctx->num_outputs(), -1);
+      OP_REQUIRES_OK(ctx, ReadVariables(ctx, variables, &write_over, &values));
+      const std::string key = SignatureKey(ctx, values);
+      if (FindModel(key, device_, /*count_hit=*/pass == 0, &s, &model)) break;
+      if (pass > 0) {
+        s = GetModelFor(ctx, key, values, &model);
+        break;
+      }
+      locks.clear();
+      GetModelFor(ctx, key, values, &model).IgnoreError();   // the next pass finds the outcome
+      for (Tensor& t : values) t = Tensor();     // no reference of ours left: copy-on-write test
+    }
     const std::vector<const Tensor*> inputs = Inputs(ctx, values);
     if (FallsBackToCpu(s)) {
       // The engine cannot compile this signature (the model cache remembers that, so it is
@@ -131,7 +134,7 @@ class NpuGraphOp : public tensorflow::OpKernel {
 
  private:
   // The variables' values (REQUIRES: their locks held), checked: initialized, of the declared
-  // dtype. With `write_over`: result variable_updates_[v] may be written over variable v's
+  // dtype; in `write_over`, result variable_updates_[v] may be written over variable v's
   // buffer where only the variable holds it (TF's copy-on-write test, as in
   // AssignAddVariableOp: the step's other readers are done with it), tested before `values`
   // takes its own reference.
@@ -145,8 +148,7 @@ class NpuGraphOp : public tensorflow::OpKernel {
             "Error while reading resource variable ",
             tensorflow::HandleFromInput(ctx, num_args_ + v).name(), ": it is uninitialized"));
       TF_RETURN_IF_ERROR(CheckVariableDtype(*var->tensor(), variable_dtypes_[v]));
-      if (write_over != nullptr && !var->copy_on_read_mode.load() &&
-          var->tensor()->RefCountIsOne())
+      if (!var->copy_on_read_mode.load() && var->tensor()->RefCountIsOne())
         (*write_over)[variable_updates_[v]] = num_args_ + v;
       (*values)[v] = *var->tensor();
     }
@@ -164,16 +166,24 @@ class NpuGraphOp : public tensorflow::OpKernel {
     return inputs;
   }
 
-  // The model for the signature of these inputs (compiled, or from the cache).
-  absl::Status GetModelFor(OpKernelContext* ctx, const std::vector<Tensor>& values,
+  // The model cache's key for the signature of these inputs: dtypes and shapes, and the
+  // contents of the `values` inputs.
+  std::string SignatureKey(OpKernelContext* ctx, const std::vector<Tensor>& values) const {
+    const std::vector<const Tensor*> inputs = Inputs(ctx, values);
+    std::string key = key_;
+    AppendSignature(inputs, &key);
+    for (int i = num_args_ + static_cast<int>(values.size()); i < ctx->num_inputs(); ++i) {
+      absl::StrAppend(&key, "#", i, "=", inputs[i]->tensor_data());
+    }
+    return key;
+  }
+
+  // The model for signature `key` of these inputs (compiled, or from the cache).
+  absl::Status GetModelFor(OpKernelContext* ctx, const std::string& key,
+                           const std::vector<Tensor>& values,
                            std::shared_ptr<npu::CompiledModel>* model) const {
     const std::vector<const Tensor*> inputs = Inputs(ctx, values);
     const int num_data = num_args_ + static_cast<int>(values.size());
-    std::string key = key_;
-    AppendSignature(inputs, &key);
-    for (int i = num_data; i < ctx->num_inputs(); ++i) {
-      absl::StrAppend(&key, "#", i, "=", inputs[i]->tensor_data());
-    }
     return GetModel(key, device_, [&] {
       tensorflow::NodeDef node = def();
       SetInputShapes(inputs, &node);

@@ -160,6 +160,28 @@ absl::Status GetModel(const std::string& key, int device,
   return absl::OkStatus();
 }
 
+bool FindModel(const std::string& key, int device, bool count_hit, absl::Status* status,
+               std::shared_ptr<npu::CompiledModel>* model) {
+  ModelCache& cache = Cache();
+  std::shared_ptr<CacheEntry> entry;
+  {
+    std::lock_guard<std::mutex> lock(cache.mu);
+    auto it = cache.entries.find(absl::StrCat(device, "|", key));
+    if (it == cache.entries.end()) return false;
+    cache.lru.splice(cache.lru.begin(), cache.lru, it->second.second);
+    entry = it->second.first;
+  }
+  std::unique_lock<std::mutex> lock(entry->mu, std::try_to_lock);
+  if (!lock.owns_lock() || (entry->model == nullptr && entry->failure.ok())) return false;
+  if (count_hit) {
+    std::lock_guard<std::mutex> stats_lock(cache.mu);
+    ++cache.stats.cache_hits;
+  }
+  *status = entry->failure;
+  *model = entry->model;
+  return true;
+}
+
 bool FallsBackToCpu(const absl::Status& s) {
   return !s.ok() && s.code() != absl::StatusCode::kInvalidArgument &&
          s.code() != absl::StatusCode::kUnavailable && g_cpu_fallback.load();

@@ -40,6 +40,12 @@ absl::Status GetModel(const std::string& key, int device,
                       const std::function<tensorflow::NodeDef()>& request,
                       std::shared_ptr<npu::CompiledModel>* model);
 
+// What GetModel would give for `key` without compiling: true with the cached model or the
+// remembered compile failure in `status`; false when the key has neither yet (never compiled,
+// or compiling on another thread now). `count_hit`: whether a find counts as a cache hit.
+bool FindModel(const std::string& key, int device, bool count_hit, absl::Status* status,
+               std::shared_ptr<npu::CompiledModel>* model);
+
 // Appends the attr `_input_shapes` (list(shape)) the compiler needs.
 void SetInputShapes(const std::vector<const tensorflow::Tensor*>& inputs,
                     tensorflow::NodeDef* node);

@@ -24,6 +24,7 @@ from graph_engine.compiler.kernel_attrs import split_inputs
 from graph_engine.compiler.node import Node
 from graph_engine.compiler.partition import variables_in_place
 from graph_engine.compiler.partition.candidates import device_type
+from graph_engine.compiler.passes.eliminate_common_subexpressions import attrs_key
 from graph_engine.compiler.cluster_op import CLUSTER_OP, STATEFUL_CLUSTER_OP
 from graph_engine.ops.base import Op
 
@@ -80,8 +81,8 @@ MAX_COMPARED_CONST_BYTES = 4096
 
 
 def first_equal_constants(consts):
-    """Const node -> the first of `consts` with the same attrs (dtype and value), which the
-    cluster body copies in for both. TF's graphs repeat constants (an optimizer's per-variable
+    """Const node -> the first of `consts` with the same dtype and value (the compiler's CSE
+    key), which the cluster body copies in for both. TF's graphs repeat constants (an optimizer's per-variable
     scalars, reduction axes, gradients' shapes): a quarter of DenseNet121's training cluster,
     which would otherwise be written, read back and merged again by the compiler. Values over
     MAX_COMPARED_CONST_BYTES are not compared (serializing them costs more than they save)."""
@@ -90,9 +91,7 @@ def first_equal_constants(consts):
         if c.attrs["value"].ByteSize() > MAX_COMPARED_CONST_BYTES:
             copy_of[c] = c
             continue
-        key = tuple(sorted((k, v.SerializeToString(deterministic=True))
-                           for k, v in c.attrs.items()))
-        copy_of[c] = first.setdefault(key, c)
+        copy_of[c] = first.setdefault(attrs_key(c), c)
     return copy_of
 
 

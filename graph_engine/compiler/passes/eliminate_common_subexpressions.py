@@ -24,7 +24,9 @@ def _stateful(op_type, library, cache):
     return cache[op_type]
 
 
-def _attrs_key(node):
+def attrs_key(node):
+    """What of `node`'s attrs makes it compute what it does: all of them, and for a Const its
+    dtype and a digest of its value (the partitioner copies equal constants in once with it)."""
     if node.op == "Const":       # values can be large: key on a digest of the tensor proto
         value = node.attrs["value"]
         if value.ByteSize() > CONST_LIMIT_BYTES:
@@ -51,8 +53,8 @@ def run(c):
         if same is node:
             continue
         if not isinstance(same, dict):
-            same = seen[key] = {_attrs_key(same): same}
-        first = same.setdefault(_attrs_key(node), node)
+            same = seen[key] = {attrs_key(same): same}
+        first = same.setdefault(attrs_key(node), node)
         if first is node:
             continue
         # Inputs were rewritten before this node was keyed (topological order), so chains of
