@@ -20,6 +20,8 @@ namespace {
 template <class Vec, int MR16, int MR32>
 struct Direct {
   static constexpr int W = sizeof(Vec) / sizeof(float);
+  static constexpr int kLine = (16 + W - 1) / W;      // vectors per 64-byte cache line
+  static constexpr int64_t kPrefetchRows = 16;
 
   static Vec Broadcast(float x) {
     Vec v;
@@ -59,6 +61,10 @@ struct Direct {
 #pragma GCC unroll 16
         for (int m = 0; m < MR; ++m) s[m] = b->src + pix[m] * b->lanes + r * b->row_step;
         for (int64_t j = 0; j < b->run; ++j, wr += ld) {
+          // The rows of w are ld floats apart (2 KiB for a 512-wide GEMM), too far apart for
+          // the hardware prefetchers: fetch each 64-byte line of a row kPrefetchRows ahead.
+#pragma GCC unroll 4
+          for (int v = 0; v < NV; v += kLine) __builtin_prefetch(wr + kPrefetchRows * ld + v * W);
           Vec wv[NV];
 #pragma GCC unroll 4
           for (int v = 0; v < NV; ++v) std::memcpy(&wv[v], wr + v * W, sizeof(Vec));
