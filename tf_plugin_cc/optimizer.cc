@@ -147,9 +147,8 @@ extern "C" __attribute__((visibility("default"))) void TF_InitGraph(
   // (PluginGraphOptimizerRegistry::IsConfigsConflict). The optimizers below are DEFAULT in a
   // user's config, which does not count as ON, so turning them off prints nothing unless the
   // user switched one on explicitly (then the table is right to say so). memory_optimization is
-  // the exception: TF reports it ON by default, so it stays on: its swapping and scheduling
-  // rewrites only act on devices with known memory properties, which grappler's virtual
-  // cluster does not have for a pluggable NPU, and its recomputation needs explicit hints.
+  // the exception: TF reports it ON by default, so it is not turned off here but in the
+  // tf.functions' ConfigProto (npu_device/grappler_defaults.py).
   TP_OptimizerConfigs* configs = params->optimizer_configs;
   configs->struct_size = TP_OPTIMIZER_CONFIGS_STRUCT_SIZE;
   configs->remapping = TF_TriState_Off;
