@@ -17,9 +17,10 @@ NPU = "/device:NPU:0"
 R = np.random.default_rng(11)
 
 
-def _placed(fn, *specs, keep_assigns=True):
+def _placed(fn, *specs, keep_assigns=True, keep_reads=False):
     """fn's function graph placed as Grappler hands it over (bytes): the captured variables'
-    handles become _Args; its outputs (and with `keep_assigns` its updates) are preserved."""
+    handles become _Args; its outputs (and with `keep_assigns` its updates, with `keep_reads`
+    its reads: a tf.function's control outputs) are preserved."""
     cf = tf.function(fn).get_concrete_function(*specs)
     gd = cf.graph.as_graph_def()
     for index, n in enumerate(n for n in gd.node if n.op == "Placeholder"
@@ -29,7 +30,8 @@ def _placed(fn, *specs, keep_assigns=True):
         n.attr["index"].i = index
     keep = [t.name.split(":")[0] for t in cf.outputs] + [
         op.name for op in cf.graph.get_operations()
-        if keep_assigns and op.type.startswith("Assign")]
+        if keep_assigns and op.type.startswith("Assign")
+        or keep_reads and op.type == "ReadVariableOp"]
     return place(gd, fetches=keep).SerializeToString()
 
 
@@ -67,6 +69,38 @@ def test_adam_like_step_reads_its_variables_in_the_cluster():
     stores = {n.input[0]: n.input[1] for n in out.node if n.op == "AssignVariableOp"}
     for handle, result in zip(handles, cluster.attr["variable_updates"].list.i):
         assert stores[handle] == (f"{cluster.name}:{result}" if result else cluster.name)
+
+
+def test_preserved_reads_nothing_uses_become_noops_of_their_names():
+    """A tf.function preserves its reads (control outputs): those the cluster took over and the
+    one after the update stand as NoOps of their names, keeping their control edges; a read
+    whose value something outside the cluster uses stays a read."""
+    w = tf.Variable(R.standard_normal((4, 3)).astype(np.float32))
+    m = tf.Variable(np.zeros((4, 3), np.float32))
+
+    def step(x):
+        g = x * w
+        m.assign_add((g - m) * 0.1)
+        w.assign_sub(0.01 * m)
+        with tf.control_dependencies([w.read_value()]):       # read after the update, unused
+            return tf.reduce_sum(g), m.read_value()
+
+    gd = graph_pb2.GraphDef.FromString(_placed(step, tf.TensorSpec((4, 3)), keep_reads=True))
+    reads = {n.name: n for n in gd.node if n.op == "ReadVariableOp"}
+    out = {n.name: n for n in graph_pb2.GraphDef.FromString(partition_graph(
+        _placed(step, tf.TensorSpec((4, 3)), keep_reads=True))).node}
+    consumed = {i.split(":")[0] for n in out.values() for i in n.input if not i.startswith("^")}
+    assert set(reads) <= set(out)                               # every name is kept
+    stayed = [name for name in reads if out[name].op == "ReadVariableOp"]
+    assert all(name in consumed for name in stayed)
+    noops = [name for name in reads if out[name].op == "NoOp"]
+    assert len(noops) == len(reads) - len(stayed) >= 3
+    for name in noops:
+        assert not out[name].input or all(i.startswith("^") for i in out[name].input)
+        assert out[name].device == reads[name].device and "_npu_preserve" not in out[name].attr
+    # the reads after an update still wait for it
+    after = [name for name in noops if any(i.startswith("^") for i in reads[name].input)]
+    assert after and all(out[name].input for name in after)
 
 
 def test_an_old_value_the_step_returns_is_not_written_over():

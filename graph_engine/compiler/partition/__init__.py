@@ -24,9 +24,9 @@ from graph_engine.compiler import attrs as attr_util, gc_pause, reports
 from graph_engine.ops.errors import CompileError
 from graph_engine.compiler.graphdef import export_graph_def, import_graph_def
 from graph_engine.compiler.options import or_defaults, to_json
-from graph_engine.compiler.partition import (candidates, cpu_lists, dag, host_logic, rewrite,
-                                             runtime_slices, static_shapes, variable_updates,
-                                             variables_in_place)
+from graph_engine.compiler.partition import (candidates, cpu_lists, dag, host_logic,
+                                             preserved_reads, rewrite, runtime_slices,
+                                             static_shapes, variable_updates, variables_in_place)
 from graph_engine.compiler.partition.clusters import form_clusters
 from graph_engine.compiler.partition.contexts import MIXED, control_contexts
 from graph_engine.compiler.cluster_op import CLUSTER_OPS
@@ -97,6 +97,7 @@ def partition(g, opts=None):
     placed = {}                                    # node -> cluster name
     if clusters:
         placed = _rewrite(g, clusters, topo, ctx, cloneable, or_defaults(opts))
+    noops = preserved_reads.to_noops(g)
     preserved = [n for n in g if candidates.PRESERVE_ATTR in n.attrs]
     for n in preserved:
         del n.attrs[candidates.PRESERVE_ATTR]
@@ -112,6 +113,9 @@ def partition(g, opts=None):
                                         "in place)"}.get(n.op)
             entries.append(reports.NodeReport(n.name, n.op, n.device, reports.NPU, placed[n],
                                               reason))
+        elif n in noops:
+            entries.append(reports.NodeReport(n.name, "ReadVariableOp", n.device,
+                                              _placement(n), None, preserved_reads.REASON))
         else:
             entries.append(reports.NodeReport(n.name, n.op, n.device, _placement(n), None,
                                               reasons.get(n)))
@@ -120,7 +124,7 @@ def partition(g, opts=None):
         if n.op != "Const":
             cluster_members.setdefault(name, []).append(n.name)
     report = reports.new_report(entries, cluster_members)
-    return bool(clusters or preserved or moved), report
+    return bool(clusters or preserved or moved or noops), report
 
 
 def _rewrite(g, clusters, topo, ctx, cloneable, opts):

@@ -16,9 +16,10 @@ changes a result, only where it is stored.
 
 The write happens when the cluster runs, before AssignVariableOp, so it applies only where no
 reader of the variable can come in between: the read feeds this cluster alone (it goes, and
-its control consumers follow the cluster; a preserved read stays, unread), the update is the
-variable's one write, and every other reader of its handle comes before the cluster (a reader
-still holding the old buffer makes the kernel keep it) or after the update
+its control consumers follow the cluster; a preserved read stays, as a NoOp of its name:
+preserved_reads.py), the update is the variable's one write, and every other reader of its
+handle comes before the cluster (a reader still holding the old buffer makes the kernel keep it)
+or after the update
 (reachability.path_exists; a reader after a loop the update is in follows one of its Exits). Handles
 come from function arguments, directly or through a loop's constant Enters and a cond's
 Switches (variable_updates.handle_root): the variable's every reader is in view, and in a loop
