@@ -85,10 +85,10 @@ def test_preserved_reads_nothing_uses_become_noops_of_their_names():
         with tf.control_dependencies([w.read_value()]):       # read after the update, unused
             return tf.reduce_sum(g), m.read_value()
 
-    gd = graph_pb2.GraphDef.FromString(_placed(step, tf.TensorSpec((4, 3)), keep_reads=True))
-    reads = {n.name: n for n in gd.node if n.op == "ReadVariableOp"}
-    out = {n.name: n for n in graph_pb2.GraphDef.FromString(partition_graph(
-        _placed(step, tf.TensorSpec((4, 3)), keep_reads=True))).node}
+    placed = _placed(step, tf.TensorSpec((4, 3)), keep_reads=True)
+    reads = {n.name: n for n in graph_pb2.GraphDef.FromString(placed).node
+             if n.op == "ReadVariableOp"}
+    out = {n.name: n for n in graph_pb2.GraphDef.FromString(partition_graph(placed)).node}
     consumed = {i.split(":")[0] for n in out.values() for i in n.input if not i.startswith("^")}
     assert set(reads) <= set(out)                               # every name is kept
     stayed = [name for name in reads if out[name].op == "ReadVariableOp"]
@@ -101,6 +101,16 @@ def test_preserved_reads_nothing_uses_become_noops_of_their_names():
     # the reads after an update still wait for it
     after = [name for name in noops if any(i.startswith("^") for i in reads[name].input)]
     assert after and all(out[name].input for name in after)
+    # the NoOps without inputs order nothing, and nothing waits for them (as TF's dependency
+    # optimizer would leave it); nor does a control input repeat what a data input implies
+    free = {name for name in noops if not out[name].input}
+    assert free
+    for n in out.values():
+        controls = {i[1:] for i in n.input if i.startswith("^")}
+        data = {i.split(":")[0] for i in n.input if not i.startswith("^")}
+        assert not controls & free and not controls & data, n.name
+        for producer in data & {c for c in out if out[c].op in CLUSTER_OPS}:
+            assert not controls & {i.lstrip("^").split(":")[0] for i in out[producer].input}
 
 
 def test_an_old_value_the_step_returns_is_not_written_over():

@@ -160,12 +160,29 @@ def _rewrite(g, clusters, topo, ctx, cloneable, opts):
             if p is not n and p not in controls:
                 controls.append(p)
         n.control_inputs = controls
+    _drop_implied_controls(g, set(node_map.values()))
     still_used = {v.node for n in g for v in n.inputs} | {p for n in g for p in n.control_inputs}
     for c, name in cloned.items():
         if c not in still_used and candidates.PRESERVE_ATTR not in c.attrs:
             g.remove(c)
             placed[c] = name
     return placed
+
+
+def _drop_implied_controls(g, cluster_nodes):
+    """Drops control inputs that a data input already implies: the node's own data producers,
+    and what feeds a cluster node whose output it takes (a cluster runs after all its inputs).
+    TF's dependency optimizer removes them between Grappler's two calls otherwise, and the
+    second call would not find the graph it returned (tf_plugin_cc/optimizer.cc skips that)."""
+    feeds = {c: {v.node for v in c.inputs}.union(c.control_inputs) for c in cluster_nodes}
+    for n in g:
+        if not n.control_inputs:
+            continue
+        implied = set()
+        for v in n.inputs:
+            implied.add(v.node)
+            implied.update(feeds.get(v.node, ()))
+        n.control_inputs = [p for p in n.control_inputs if p not in implied]
 
 
 def partition_graph_with_report(graphdef_bytes, options=None) -> PartitionResult:

@@ -25,4 +25,12 @@ def to_noops(g):
     for n in found:
         n.op, n.inputs, n.outputs, n.source = "NoOp", [], [], None
         n.attrs = {candidates.PRESERVE_ATTR: n.attrs[candidates.PRESERVE_ATTR]}
+    # A NoOp without inputs orders nothing: its control edges go, as TF's dependency optimizer
+    # would remove them between Grappler's two calls (the second call then sees the graph it
+    # was given and skips it, tf_plugin_cc/optimizer.cc).
+    free = {n for n in found if not n.control_inputs}
+    if free:
+        for n in g:
+            if n.control_inputs:
+                n.control_inputs = [c for c in n.control_inputs if c not in free]
     return set(found)

@@ -162,7 +162,10 @@ def rewrite(g):
                          inputs=[read.outputs[0], u.inputs[1]], output_dtypes=[dtype],
                          attrs={"T": attr_util.make(type=dtype),
                                 KEEP_DTYPE_ATTR: attr_util.make(True)}))
-        u.op = "AssignVariableOp"          # attrs: dtype; validate_shape defaults to false
+        u.op = "AssignVariableOp"
+        # TF's default, written out: TF adds it otherwise, and the graph would no longer be
+        # the one returned (tf_plugin_cc/optimizer.cc knows its own graphs by content)
+        u.attrs["validate_shape"] = attr_util.make(False)
         u.inputs[1] = add.outputs[0]
         done += 1
         # Reads that the step orders right after the update hold its new value: they take it
