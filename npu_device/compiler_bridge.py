@@ -380,7 +380,7 @@ def _failure_event(kind, request, e):
             _fallbacks += 1
             if nd.op in CLUSTER_OPS:
                 _fallbacks_by_cluster.setdefault(_cluster_key(nd), []).append(event)
-        _warn_once("fallback", node, f"NPU {'cluster' if nd.op == 'NpuGraphOp' else 'op'} "
+        _warn_once("fallback", node, f"NPU {'cluster' if nd.op in CLUSTER_OPS else 'op'} "
                    f"{node!r} cannot be compiled for the NPU, so it runs its TensorFlow ops on "
                    f"CPU instead (results as on CPU; npu_device.explain shows it). Reason: "
                    f"{message}")

@@ -11,6 +11,7 @@ import tensorflow as tf
 from tensorflow.core.framework import graph_pb2, node_def_pb2, types_pb2
 
 from graph_engine.compiler import attrs as attr_util
+from graph_engine.compiler.cluster_op import CLUSTER_OPS, STATEFUL_CLUSTER_OP
 from graph_engine.compiler.devtools import place
 from graph_engine.compiler.partition import partition_graph_with_report
 from npu_device import compile_ahead, compiler_bridge
@@ -54,7 +55,9 @@ def test_partition_writes_the_request_when_the_graph_fixes_every_input_shape():
     shapes, request = result.requests[name]
     assert shapes == [(6, 5), (5, 3)]
     nd = node_def_pb2.NodeDef.FromString(request)
-    assert nd.op == "NpuGraphOp" and nd.attr["cluster_key"].s.decode() == key
+    assert nd.attr["cluster_key"].s.decode() == key
+    # the cluster reads the weight itself (nothing in the graph writes it): a handle, read only
+    assert nd.op == STATEFUL_CLUSTER_OP and list(nd.attr["variable_updates"].list.i) == [-1]
     assert attr_util.to_python(nd.attr["_input_shapes"]) == [[6, 5], [5, 3]]
 
 
@@ -129,7 +132,7 @@ def _first_call_models(fn, *args):
     finally:
         compiler_bridge.stop_recording(events)
     return out, [e for e in events
-                 if isinstance(e, compiler_bridge.ModelEvent) and e.op == "NpuGraphOp"]
+                 if isinstance(e, compiler_bridge.ModelEvent) and e.op in CLUSTER_OPS]
 
 
 def test_first_run_takes_the_model_compiled_ahead():

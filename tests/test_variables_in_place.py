@@ -37,7 +37,11 @@ def _placed(fn, *specs, keep_assigns=True, keep_reads=False):
 
 def _cluster(fn, *specs):
     """The cluster NodeDef (one) of fn's partitioned graph, and the partitioned GraphDef."""
-    out = graph_pb2.GraphDef.FromString(partition_graph(_placed(fn, *specs)))
+    return _cluster_of(fn, *specs)
+
+
+def _cluster_of(fn, *specs, keep_reads=False):
+    out = graph_pb2.GraphDef.FromString(partition_graph(_placed(fn, *specs, keep_reads=keep_reads)))
     (cluster,) = [n for n in out.node if n.op in CLUSTER_OPS]
     return cluster, out
 
@@ -193,6 +197,61 @@ def test_step_on_the_npu_matches_cpu_and_reads_see_the_old_value():
         np.testing.assert_allclose(gb, wb, rtol=1e-6, atol=0)
     np.testing.assert_allclose(got[1], want[1], rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(got[2], want[2], rtol=1e-5, atol=1e-6)
+
+
+def test_an_inference_cluster_reads_the_weights_itself():
+    """Variables nothing in the graph writes come in as handles too (variable_updates -1): no
+    ReadVariableOp is left to run per step, only the NoOps standing for the preserved reads."""
+    w = tf.Variable(R.standard_normal((3, 4)).astype(np.float32))
+    b = tf.Variable(np.zeros(4, np.float32))
+
+    def infer(x):
+        return tf.nn.relu(tf.matmul(x, w) + b)
+
+    cluster, out = _cluster_of(infer, tf.TensorSpec((2, 3)), keep_reads=True)
+    assert cluster.op == STATEFUL_CLUSTER_OP and cluster.attr["Nvariables"].i == 2
+    assert list(cluster.attr["variable_updates"].list.i) == [-1, -1]
+    reads = [n.name for n in graph_pb2.GraphDef.FromString(
+        _placed(infer, tf.TensorSpec((2, 3)))).node if n.op == "ReadVariableOp"]
+    ops = {n.name: n.op for n in out.node}
+    assert len(reads) == 2 and [ops[name] for name in reads] == ["NoOp", "NoOp"]
+    assert "ReadVariableOp" not in ops.values()
+    assert _compiled(cluster, [(2, 3), (3, 4), (4,)]).in_place == []
+
+
+@pytest.mark.timeout(300)
+def test_inference_on_read_only_variables_sees_every_assignment():
+    """The kernel reads the weights at each call: after an eager assign, a scatter (which puts
+    the variable in copy-on-read mode: the kernel copies it) and from concurrent callers, the
+    results are TF-CPU's."""
+    import threading
+    w0 = np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4)
+    x = np.arange(6, dtype=np.float32).reshape(2, 3) / 6
+
+    def run(device):
+        with tf.device(device):
+            w = tf.Variable(w0)
+            b = tf.Variable(np.ones(4, np.float32))
+            f = tf.function(lambda x: tf.matmul(x, w) + b)
+            xs = tf.constant(x)
+            out = [f(xs).numpy()]
+            w.assign(w0 * 2.0)
+            out.append(f(xs).numpy())
+            w.scatter_update(tf.IndexedSlices(tf.constant([[5.0, 6.0, 7.0, 8.0]]), [1]))
+            out.append(f(xs).numpy())
+            results = [None] * 4
+
+            def call(i):
+                results[i] = f(xs).numpy()
+            threads = [threading.Thread(target=call, args=(i,)) for i in range(4)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(60)
+            return out + results
+
+    for got, want in zip(run(NPU), run("/device:CPU:0")):
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
 
 
 @pytest.mark.timeout(300)

@@ -13,14 +13,16 @@
 // from the device and no event poll per iteration.
 //
 // NpuStatefulGraphOp (the same kernel) has one more input list, `variables`: handles of
-// variables the cluster reads itself because it computes their next value (result
+// variables the cluster reads itself, because it computes their next value (result
 // `variable_updates[i]`, which an AssignVariableOp then stores:
-// graph_engine/compiler/partition/variables_in_place.py). Each stands for the variable's value
-// as the model's input; under the variables' locks, when nothing else shares a variable's buffer
-// (TF's copy-on-write test, as in AssignAddVariableOp) and the model allows it, the result is
-// written over that buffer: an optimizer's update in place instead of into new memory. A
-// signature's first call compiles without those locks, so the variables' other users never
-// wait for a compile.
+// graph_engine/compiler/partition/variables_in_place.py) or because nothing in the graph writes
+// them (`variable_updates[i]` -1: an inference step's weights, read as ReadVariableOp would,
+// without a TF op each). Each stands for the variable's value as the model's input; under the
+// updated variables' locks, when nothing else shares such a variable's buffer (TF's
+// copy-on-write test, as in AssignAddVariableOp) and the model allows it, the result is written
+// over that buffer: an optimizer's update in place instead of into new memory. A signature's
+// first call compiles without those locks, so the variables' other users never wait for a
+// compile.
 //
 // A cluster that the engine cannot compile (anything but the program's own invalid input) runs
 // its original TF ops on CPU instead (cpu_fallback.h); the compiler already said why, once.
@@ -28,6 +30,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "cpu_fallback.h"
@@ -89,19 +92,30 @@ class NpuGraphOp : public tensorflow::OpKernel {
           "been deleted. In TF1, it can also mean the variable is uninitialized. Debug info: ",
           found.message())));
     }
-    // The variables are read, and held for the run, under their locks. A signature's first call
-    // compiles (seconds for a large training step) without them, so that the variables' other
-    // readers and writers never wait for a compile, and then reads them again (a variable
-    // assigned a new shape meanwhile gets that signature compiled under the locks).
+    // The variables the cluster updates are read, and held for the run, under their locks
+    // (with any read-only one sharing a lock); the read-only ones are read first, each under its
+    // lock shared, as ReadVariableOp reads them. A signature's first call compiles (seconds for
+    // a large training step) without the locks, so that the variables' other readers and
+    // writers never wait for a compile, and then reads them again (a variable assigned a new
+    // shape meanwhile gets that signature compiled under the locks).
+    std::vector<tsl::mutex*> updated;
+    for (int v = 0; v < num_variables; ++v)
+      if (variable_updates_[v] >= 0) updated.push_back(variables[v]->mu());
+    std::sort(updated.begin(), updated.end());
+    std::vector<bool> held(num_variables);
+    for (int v = 0; v < num_variables; ++v)
+      held[v] = std::binary_search(updated.begin(), updated.end(), variables[v]->mu());
     std::vector<Tensor> values(num_variables);
     std::vector<int> write_over;
     std::vector<tsl::mutex_lock> locks;
     std::shared_ptr<npu::CompiledModel> model;
     absl::Status s;
     for (int pass = 0;; ++pass) {
-      locks = LockVariablesInOrder(variables);
+      OP_REQUIRES_OK(ctx, ReadVariables(ctx, variables, held, /*locked=*/false, nullptr, &values));
+      locks = LockInOrder(updated);
       write_over.assign(ctx->num_outputs(), -1);
-      OP_REQUIRES_OK(ctx, ReadVariables(ctx, variables, &write_over, &values));
+      OP_REQUIRES_OK(ctx, ReadVariables(ctx, variables, held, /*locked=*/true, &write_over,
+                                        &values));
       const std::string key = SignatureKey(ctx, values);
       if (FindModel(key, device_, /*count_hit=*/pass == 0, &s, &model)) break;
       if (pass > 0) {
@@ -133,23 +147,36 @@ class NpuGraphOp : public tensorflow::OpKernel {
   }
 
  private:
-  // The variables' values (REQUIRES: their locks held), checked: initialized, of the declared
-  // dtype; in `write_over`, result variable_updates_[v] may be written over variable v's
-  // buffer where only the variable holds it (TF's copy-on-write test, as in
-  // AssignAddVariableOp: the step's other readers are done with it), tested before `values`
-  // takes its own reference.
+  // The values of the variables `held` says are (`locked`: REQUIRES their locks held) or are
+  // not (each read under its lock shared), checked: initialized, of the declared dtype. A
+  // variable held for the run may share its buffer with the model's input; one read without
+  // being held is copied where the variable is in copy-on-read mode (sparse updates write its
+  // buffer in place), as ReadVariableOp does. In `write_over`, result variable_updates_[v] may
+  // be written over variable v's buffer where only the variable holds it (TF's copy-on-write
+  // test, as in AssignAddVariableOp: the step's other readers are done with it), tested before
+  // `values` takes its own reference.
   absl::Status ReadVariables(OpKernelContext* ctx,
                              const std::vector<tensorflow::core::RefCountPtr<tensorflow::Var>>& vars,
+                             const std::vector<bool>& held, bool locked,
                              std::vector<int>* write_over, std::vector<Tensor>* values) const {
     for (size_t v = 0; v < vars.size(); ++v) {
+      if (held[v] != locked) continue;
       tensorflow::Var* var = vars[v].get();
+      std::optional<tsl::tf_shared_lock> shared;
+      if (!locked) shared.emplace(*var->mu());
       if (!var->is_initialized || !var->tensor()->IsInitialized())
         return absl::FailedPreconditionError(absl::StrCat(
             "Error while reading resource variable ",
             tensorflow::HandleFromInput(ctx, num_args_ + v).name(), ": it is uninitialized"));
       TF_RETURN_IF_ERROR(CheckVariableDtype(*var->tensor(), variable_dtypes_[v]));
-      if (!var->copy_on_read_mode.load() && var->tensor()->RefCountIsOne())
-        (*write_over)[variable_updates_[v]] = num_args_ + v;
+      if (!locked && var->copy_on_read_mode.load()) {
+        TF_RETURN_IF_ERROR(SyncComputeStream(ctx));
+        TF_RETURN_IF_ERROR(CopyOf(ctx, *var->tensor(), &(*values)[v]));
+        continue;
+      }
+      const int result = variable_updates_[v];
+      if (result >= 0 && !var->copy_on_read_mode.load() && var->tensor()->RefCountIsOne())
+        (*write_over)[result] = num_args_ + v;
       (*values)[v] = *var->tensor();
     }
     return absl::OkStatus();
@@ -221,7 +248,7 @@ absl::Status RegisterOp(const char* name, bool with_variables) {
           b.Input("variables: Nvariables * resource")         // read by the cluster, see above
               .Attr("Nvariables: int >= 1")
               .Attr("variable_dtypes: list(type) >= 1")
-              .Attr("variable_updates: list(int)");           // per variable: its new value's result
+              .Attr("variable_updates: list(int)");  // per variable: its new value's result, or -1
         }
         return b.Input("values: Tvalues")         // contents needed at compile time; host memory
             .Output("results: Tout")

@@ -69,19 +69,23 @@ inline absl::Status PrepareToUpdateVariable(tensorflow::OpKernelContext* ctx,
   return absl::OkStatus();
 }
 
-// Exclusive locks on `vars`' mutexes, each distinct one once, in address order, so that kernels
-// locking overlapping sets of variables cannot deadlock (TF's
+// Exclusive locks on `mutexes` (of variables), each distinct one once, in address order, so that
+// kernels locking overlapping sets of variables cannot deadlock (TF's
 // MaybeLockVariableInputMutexesInOrder).
-inline std::vector<tsl::mutex_lock> LockVariablesInOrder(
-    const std::vector<tensorflow::core::RefCountPtr<tensorflow::Var>>& vars) {
-  std::vector<tsl::mutex*> mutexes;
-  for (const auto& v : vars) mutexes.push_back(v->mu());
+inline std::vector<tsl::mutex_lock> LockInOrder(std::vector<tsl::mutex*> mutexes) {
   std::sort(mutexes.begin(), mutexes.end());
   mutexes.erase(std::unique(mutexes.begin(), mutexes.end()), mutexes.end());
   std::vector<tsl::mutex_lock> locks;
   locks.reserve(mutexes.size());
   for (tsl::mutex* mu : mutexes) locks.emplace_back(*mu);
   return locks;
+}
+
+inline std::vector<tsl::mutex_lock> LockVariablesInOrder(
+    const std::vector<tensorflow::core::RefCountPtr<tensorflow::Var>>& vars) {
+  std::vector<tsl::mutex*> mutexes;
+  for (const auto& v : vars) mutexes.push_back(v->mu());
+  return LockInOrder(std::move(mutexes));
 }
 
 inline absl::Status CheckVariableDtype(const tensorflow::Tensor& params,

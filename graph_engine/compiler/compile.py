@@ -78,14 +78,15 @@ def _cluster_compilation(nd, shapes, opts):
         opts = json.loads(nd.attr["options"].s)
     name = nd.attr["cluster_name"].s.decode() if "cluster_name" in nd.attr else nd.name
     # Variables come right before the values (partition/rewrite.py): their _Args, and model
-    # inputs, are the last data ones; each may be written in place by the result it names.
+    # inputs, are the last data ones; each may be written in place by the result it names
+    # (none: -1, a variable the graph only reads).
     updates = list(nd.attr["variable_updates"].list.i) if "variable_updates" in nd.attr else []
     first = n_args - len(values) - len(updates)
     n_results = len(nd.attr["Tout"].list.type) if "Tout" in nd.attr else 0
-    if first < 0 or any(not 0 <= k < n_results for k in updates):
+    if first < 0 or any(not -1 <= k < n_results for k in updates):
         raise CompileError(f"variable_updates {updates} does not fit a cluster of {n_args} "
                            f"inputs and {n_results} results", nd.name, nd.op)
-    requests = {k: first + i for i, k in enumerate(updates)}
+    requests = {k: first + i for i, k in enumerate(updates) if k >= 0}   # -1: read only
     return Compilation(name=name, graph=body, input_shapes=shapes, options=opts,
                        in_place_requests=requests)
 

@@ -176,12 +176,21 @@ class _CpuGraph:
 
     def find(self, ref):
         """The graph's tensor name for a TF tensor name of the NPU graph, or None."""
+        names = self.feed_names(ref)
+        return names[0] if names else None
+
+    def feed_names(self, ref):
+        """The graph's tensors that hold the value of TF tensor `ref` of the NPU graph: itself,
+        or for a variable's handle (a cluster that reads the variable itself has it as an
+        input, and the dump its value) every read of it."""
         name = self.aliases.get(_tensor_name(ref), _tensor_name(ref))
         try:
-            self.graph.get_tensor_by_name(name)
+            t = self.graph.get_tensor_by_name(name)
         except (KeyError, ValueError):
-            return None
-        return name
+            return []
+        if t.dtype.name == "resource":
+            return [c.outputs[0].name for c in t.consumers() if c.type == "ReadVariableOp"]
+        return [name]
 
     def unfed_source(self, name, fed, memo):
         """A placeholder that tensor `name` depends on and `fed` does not feed, or None when it
@@ -295,8 +304,7 @@ def compare(dump_path, fn, args=None, step=None, model=None, sort="max_rel", pro
             feeds, memo = {}, {}
             for t in tensors:
                 if t.kind == "model_input" and t.tf_tensor and t.path:
-                    name = cpu.find(t.tf_tensor)
-                    if name is not None:
+                    for name in cpu.feed_names(t.tf_tensor):
                         feeds[name] = t.load()
             wanted = {}
             for t in tensors:

@@ -109,8 +109,7 @@ def partition(g, opts=None):
                                               "already an NPU cluster"))
         elif n in placed:
             reason = {"Const": "constant copied into the cluster",
-                      "ReadVariableOp": "the cluster reads the variable itself (it updates it "
-                                        "in place)"}.get(n.op)
+                      "ReadVariableOp": "the cluster reads the variable itself"}.get(n.op)
             entries.append(reports.NodeReport(n.name, n.op, n.device, reports.NPU, placed[n],
                                               reason))
         elif n in noops:

@@ -215,7 +215,8 @@ def replace_cluster(g, members, name, options_json, users, cloneable, index=None
     if variables:
         node.set_attr("Nvariables", len(variables))
         node.set_attr("variable_dtypes", types=[v.dtype for v in variables])
-        node.set_attr("variable_updates", [outputs.index(in_place[v][1]) for v in variables])
+        node.set_attr("variable_updates", [-1 if in_place[v][1] is None
+                                           else outputs.index(in_place[v][1]) for v in variables])
     node.set_attr("cluster", body.SerializeToString())
     node.set_attr("cluster_name", name)
     node.set_attr("options", options_json)
