@@ -12,6 +12,7 @@ from graph_engine.compiler.graph import Graph
 from graph_engine.compiler.kernel_attrs import kernel_attrs, split_inputs
 from graph_engine.compiler.node import Node
 from graph_engine.compiler.pass_manager import Compilation
+from graph_engine.compiler.passes.fusion import contraction_epilogue
 from graph_engine.compiler.passes import (eliminate_common_subexpressions, eliminate_dead_code,
                                           eliminate_identities, fold_constants, infer_shapes,
                                           simplify_algebra)
@@ -184,6 +185,19 @@ def test_squares():
     stats = simplify(c, b.feeds)
     assert ops_in(c) == ["Pow", "Square", "Square"]       # Pow(x, 0.5) is not Sqrt
     assert stats == {"Mul(x, x)": 1, "Pow(x, 2)": 1, "Pow(x, 1)": 1}
+
+
+def test_addn_of_two_becomes_addv2_which_the_epilogue_fusion_takes_up():
+    """A recurrent backward pass accumulates a weight's gradient as AddN(sum, MatMul(...))."""
+    b = Builder()
+    rng = np.random.default_rng(0)
+    x, w, acc = (b.arg(rng.standard_normal(s).astype(np.float32)) for s in ((3, 4), (4, 5), (3, 5)))
+    mm = b.op("MatMul", x, w, transpose_a=False, transpose_b=False)
+    c = b.ret(b.op("AddN", acc, mm, N=2), b.op("AddN", acc, acc, acc, N=3))
+    assert simplify(c, b.feeds) == {"AddN(x, y)": 1}
+    assert ops_in(c) == ["AddN", "AddV2", "MatMul"]          # three inputs: stays AddN
+    run_exact(c, b.feeds, contraction_epilogue)
+    assert ops_in(c) == ["AddN", "NpuFusedMatMul"]
 
 
 def test_pow_with_an_exponent_that_broadcasts_stays():

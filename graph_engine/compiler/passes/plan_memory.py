@@ -16,7 +16,8 @@ Liveness runs over the kernel order: a buffer lives from the kernel that writes 
 kernel that reads any of its values. Offsets: best fit (each buffer takes the smallest gap
 between already-placed buffers whose lifetimes overlap its own), visiting buffers in three
 orders -- largest first (TFLite/XLA's greedy by size), first written first, and longest lived
-first -- and keeping the smallest arena, as GE keeps the better of its assigners. The plan
+first -- and keeping the smallest arena, as GE keeps the better of its assigners (an order
+that reaches the lower bound below ends the search). The plan
 records the lower bound for this order (the largest sum of live bytes at a step) and the bytes
 without any reuse (every arena value in its own slot). docs/memory.md explains the numbers.
 """
@@ -343,8 +344,18 @@ def run(c):
     size = {v: align(max(nbytes(v), 1)) for v in arena}
     life = lifetimes(p, set(arena), buffers, {v: min(s, len(p.kernels) - 1)
                                               for v, s in last_read.items()})
+    live_at = np.zeros(len(p.kernels) + 1, np.int64)     # bytes live at each kernel
+    for v, (first, last) in life.items():
+        live_at[first] += size[v]
+        live_at[last + 1] -= size[v]
+    live_at = np.cumsum(live_at)
+    lower_bound = int(live_at.max(initial=0))
     end = lambda offsets: max((offsets[v] + size[v] for v in arena), default=0)
-    plans = {name: best_fit(life, size, make(life, size)) for name, make in ORDERS.items()}
+    plans = {}
+    for name, make in ORDERS.items():
+        plans[name] = best_fit(life, size, make(life, size))
+        if end(plans[name]) == lower_bound:      # no order can do better
+            break
     strategy = min(plans, key=lambda name: end(plans[name]))
     where.update(plans[strategy])
     members = list(produced) + list(p.aliases)
@@ -354,14 +365,9 @@ def run(c):
             kind[v] = kind[r]
             if r in where:
                 where[v] = where[r]
-    live_at = np.zeros(len(p.kernels) + 1, np.int64)     # bytes live at each kernel
-    for v, (first, last) in life.items():
-        live_at[first] += size[v]
-        live_at[last + 1] -= size[v]
-    live_at = np.cumsum(live_at)
     no_reuse = sum(align(max(nbytes(v), 1)) for v in members if kind.get(v) == Kind.ARENA)
     c.plan = Plan(kind=kind, where=where, lifetime=life, arena_bytes=end(plans[strategy]),
-                  lower_bound_bytes=int(live_at.max(initial=0)), no_reuse_bytes=no_reuse,
+                  lower_bound_bytes=lower_bound, no_reuse_bytes=no_reuse,
                   storage={v: buffers.root(v) for v in members}, strategy=strategy,
                   inplace=inplace, aliased=len(p.aliases), cached_bytes=cached_bytes,
                   cached_conversions=len(cached), cached_transient=transient,

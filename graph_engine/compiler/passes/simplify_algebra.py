@@ -7,7 +7,7 @@ shape [3]) stays.
                                                  does not widen the result)
     Neg(Neg x), LogicalNot(LogicalNot x) -> x
     x + Neg(y) -> x - y;  x - Neg(y) -> x + y
-    Mul(x, x), Pow(x, 2) -> Square(x);  Pow(x, 1) -> x
+    Mul(x, x), Pow(x, 2) -> Square(x);  Pow(x, 1) -> x;  AddN(x, y) -> AddV2(x, y)
     Transpose(Transpose(x, p), q) -> Transpose(x, p[q]), or x when that is the identity
     Reshape(Reshape|Squeeze|ExpandDims(x)) -> Reshape(x)
     Reshape/Squeeze/ExpandDims/Tile/Pad/PadV2/MirrorPad/Slice/BroadcastTo/ConcatV2 and the
@@ -170,13 +170,23 @@ class Simplifier:
             return True
         return False
 
+    def sums(self, node, out):
+        """AddN of two is the one addition AddV2 makes, which the fusions take up (a recurrent
+        backward pass accumulates each weight's gradient as AddN(sum, MatMul(...)))."""
+        if node.op == "AddN" and len(node.inputs) == 2 and all(_same(v, out) for v in node.inputs) \
+                and _supports("AddV2", out.dtype):
+            self.rewrite(node, "AddV2", node.inputs, "AddN(x, y)")
+            node.attrs.pop("N", None)
+            return True
+        return False
+
     def run(self):
         for node in self.g.topo_order():
             if len(node.outputs) != 1 or not self.users.get(node.outputs[0]):
                 continue
             out = node.outputs[0]
             for rule in (self.transposes, self.reshapes, self.neutral, self.negations,
-                         self.squares, self.noops):
+                         self.squares, self.sums, self.noops):
                 if rule(node, out):
                     break
         return dict(self.count)
