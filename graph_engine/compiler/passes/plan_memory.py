@@ -17,9 +17,9 @@ kernel that reads any of its values. Offsets: best fit (each buffer takes the sm
 between already-placed buffers whose lifetimes overlap its own), visiting buffers in three
 orders -- largest first (TFLite/XLA's greedy by size), first written first, and longest lived
 first -- and keeping the smallest arena, as GE keeps the better of its assigners (an order
-that reaches the lower bound below ends the search). The plan
-records the lower bound for this order (the largest sum of live bytes at a step) and the bytes
-without any reuse (every arena value in its own slot). docs/memory.md explains the numbers.
+that reaches the lower bound ends the search, one that reaches the best arena so far stops).
+The plan records the lower bound for this order (the largest sum of live bytes at a step) and
+the bytes without any reuse (every arena value in its own slot). docs/memory.md explains the numbers.
 """
 import collections
 import dataclasses
@@ -114,10 +114,11 @@ ORDERS = {
 }
 
 
-def best_fit(life, size, order):
+def best_fit(life, size, order, bound=None):
     """Offsets for the buffers of `life` visited in `order`, each in the smallest gap between
-    placed buffers whose lifetimes overlap its own (else above them). Vectorized over the placed
-    buffers: training graphs have thousands of buffers."""
+    placed buffers whose lifetimes overlap its own (else above them); None as soon as the arena
+    reaches `bound` (another order's, which this one then cannot beat). Vectorized over the
+    placed buffers: training graphs have thousands of buffers."""
     values = sorted(life, key=order)
     n = len(values)
     first = np.array([life[v][0] for v in values], np.int64)
@@ -126,14 +127,15 @@ def best_fit(life, size, order):
     start = np.zeros(n, np.int64)
     for i in range(n):
         busy = np.nonzero((first[:i] <= last[i]) & (first[i] <= last[:i]))[0]
-        if busy.size == 0:
-            continue
-        by_offset = busy[np.argsort(start[busy], kind="stable")]
-        lo, hi = start[by_offset], start[by_offset] + sizes[by_offset]
-        cursor = np.concatenate(([0], np.maximum.accumulate(hi)[:-1]))   # end of what is below
-        gap = lo - cursor
-        fits = np.nonzero(gap >= sizes[i])[0]
-        start[i] = cursor[fits[np.argmin(gap[fits])]] if fits.size else hi.max()
+        if busy.size:
+            by_offset = busy[np.argsort(start[busy], kind="stable")]
+            lo, hi = start[by_offset], start[by_offset] + sizes[by_offset]
+            cursor = np.concatenate(([0], np.maximum.accumulate(hi)[:-1]))   # end of what is below
+            gap = lo - cursor
+            fits = np.nonzero(gap >= sizes[i])[0]
+            start[i] = cursor[fits[np.argmin(gap[fits])]] if fits.size else hi.max()
+        if bound is not None and start[i] + sizes[i] >= bound:
+            return None
     return {v: int(o) for v, o in zip(values, start)}
 
 
@@ -351,13 +353,14 @@ def run(c):
     live_at = np.cumsum(live_at)
     lower_bound = int(live_at.max(initial=0))
     end = lambda offsets: max((offsets[v] + size[v] for v in arena), default=0)
-    plans = {}
-    for name, make in ORDERS.items():
-        plans[name] = best_fit(life, size, make(life, size))
-        if end(plans[name]) == lower_bound:      # no order can do better
-            break
-    strategy = min(plans, key=lambda name: end(plans[name]))
-    where.update(plans[strategy])
+    strategy, plan = None, None
+    for name, make in ORDERS.items():           # the first of the smallest arenas wins
+        offsets = best_fit(life, size, make(life, size), end(plan) if plan is not None else None)
+        if offsets is not None:
+            strategy, plan = name, offsets
+            if end(plan) == lower_bound:        # no order can do better
+                break
+    where.update(plan)
     members = list(produced) + list(p.aliases)
     for v in members:                                   # every name takes its buffer's place
         r = buffers.root(v)
@@ -366,7 +369,7 @@ def run(c):
             if r in where:
                 where[v] = where[r]
     no_reuse = sum(align(max(nbytes(v), 1)) for v in members if kind.get(v) == Kind.ARENA)
-    c.plan = Plan(kind=kind, where=where, lifetime=life, arena_bytes=end(plans[strategy]),
+    c.plan = Plan(kind=kind, where=where, lifetime=life, arena_bytes=end(plan),
                   lower_bound_bytes=lower_bound, no_reuse_bytes=no_reuse,
                   storage={v: buffers.root(v) for v in members}, strategy=strategy,
                   inplace=inplace, aliased=len(p.aliases), cached_bytes=cached_bytes,
