@@ -32,14 +32,18 @@ from graph_engine.compiler.cluster_op import CLUSTER_OPS
 from graph_engine.compiler.signature import signature
 
 _lock = threading.Lock()
-_recent = collections.deque(maxlen=64)     # what the last compiles produced, for reports
+# What the last compiles produced, for reports: (metadata JSON, seconds). Kept as text, which
+# the cyclic GC does not track: as dicts, 64 large models' metadata were thousands of objects
+# that every full collection of the user's process walked.
+_recent = collections.deque(maxlen=64)
 
 
 def recent_compiles():
     """The newest compiles (newest last): each the model's metadata (passes, kernels, memory
     plan; see serialize.py) plus `compile_seconds`."""
     with _lock:
-        return [dict(r) for r in _recent]
+        recent = list(_recent)
+    return [dict(json.loads(text), compile_seconds=seconds) for text, seconds in recent]
 
 
 def _input_shapes(nd):
@@ -185,7 +189,7 @@ def compile_model_with_report(nodedef_bytes, options=None) -> CompileResult:
         del c                     # the IR goes now, by reference counting
     metadata = json.loads(model.metadata)
     with _lock:
-        _recent.append(dict(metadata, compile_seconds=time.perf_counter() - start))
+        _recent.append((model.metadata, time.perf_counter() - start))
     return CompileResult(data, [k.kernel for k in model.kernels], model.arena_bytes, metadata)
 
 
