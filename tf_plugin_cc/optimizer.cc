@@ -163,11 +163,12 @@ absl::Status Partition(const TF_Buffer* in, const TF_GrapplerItem* item, std::st
     return absl::InternalError("the graph engine returned a GraphDef that does not parse");
   }
   absl::Status placed = CheckPlaced(graph, result);
+  if (!placed.ok()) return placed;
   // A graph the partitioner left as it was is not remembered: the same graph may partition
   // differently under another configuration.
   const uint64_t partitioned = Fingerprint(result);
-  if (placed.ok() && partitioned != given) AlreadyPartitioned().Add(partitioned);
-  return placed;
+  if (partitioned != given) AlreadyPartitioned().Add(partitioned);
+  return absl::OkStatus();
 }
 
 // One warning per distinct reason: Grappler calls us twice per graph, and a training loop

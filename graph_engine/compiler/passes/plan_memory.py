@@ -19,7 +19,8 @@ orders -- largest first (TFLite/XLA's greedy by size), first written first, and 
 first -- and keeping the smallest arena, as GE keeps the better of its assigners (an order
 that reaches the lower bound ends the search, one that reaches the best arena so far stops).
 The plan records the lower bound for this order (the largest sum of live bytes at a step) and
-the bytes without any reuse (every arena value in its own slot). docs/memory.md explains the numbers.
+the bytes without any reuse (every arena value in its own slot). docs/memory.md explains the
+numbers.
 """
 import collections
 import dataclasses
@@ -353,12 +354,12 @@ def run(c):
     live_at = np.cumsum(live_at)
     lower_bound = int(live_at.max(initial=0))
     end = lambda offsets: max((offsets[v] + size[v] for v in arena), default=0)
-    strategy, plan = None, None
+    strategy, plan, arena_bytes = None, None, None
     for name, make in ORDERS.items():           # the first of the smallest arenas wins
-        offsets = best_fit(life, size, make(life, size), end(plan) if plan is not None else None)
+        offsets = best_fit(life, size, make(life, size), arena_bytes)
         if offsets is not None:
-            strategy, plan = name, offsets
-            if end(plan) == lower_bound:        # no order can do better
+            strategy, plan, arena_bytes = name, offsets, end(offsets)
+            if arena_bytes == lower_bound:      # no order can do better
                 break
     where.update(plan)
     members = list(produced) + list(p.aliases)
@@ -369,7 +370,7 @@ def run(c):
             if r in where:
                 where[v] = where[r]
     no_reuse = sum(align(max(nbytes(v), 1)) for v in members if kind.get(v) == Kind.ARENA)
-    c.plan = Plan(kind=kind, where=where, lifetime=life, arena_bytes=end(plan),
+    c.plan = Plan(kind=kind, where=where, lifetime=life, arena_bytes=arena_bytes,
                   lower_bound_bytes=lower_bound, no_reuse_bytes=no_reuse,
                   storage={v: buffers.root(v) for v in members}, strategy=strategy,
                   inplace=inplace, aliased=len(p.aliases), cached_bytes=cached_bytes,
