@@ -65,24 +65,58 @@ int64_t Ranges(int64_t extent, int64_t flops) {
 // 1024x256x1152 (454 -> 407) stay on Eigen, whose blocking keeps A in cache across columns.
 constexpr int64_t kDirectRows = 64, kDirectMaxN = 512, kDirectMaxK = 1024;
 
-void DirectGemm(int64_t m, int64_t n, int64_t k, const float* a, const float* b, float* c) {
-  // Rows of a work item as the strips' "pixels": row i of its first row's block is A's i-th.
-  static const std::array<int64_t, kDirectRows> kRowIndex = [] {
-    std::array<int64_t, kDirectRows> index;
-    for (int64_t i = 0; i < kDirectRows; ++i) index[i] = i;
+// 0, 1, 2, ...: the strips' pixel and row indices.
+const int64_t* Identity() {
+  static const std::array<int64_t, kDirectMaxK> index = [] {
+    std::array<int64_t, kDirectMaxK> index;
+    for (int64_t i = 0; i < kDirectMaxK; ++i) index[i] = i;
     return index;
   }();
+  return index.data();
+}
+
+// Runs fn(r0, r1, c0, c1) over C's rows in blocks of up to kDirectRows and a share of its column
+// groups each, enough work items for every thread.
+template <class Fn>
+void ForDirectBlocks(int64_t m, int64_t n, int64_t k, const Fn& fn) {
   const int64_t chunks = (m + kDirectRows - 1) / kDirectRows, group = n % 32 == 0 ? 32 : 16;
   const int64_t parts = std::min(n / group, (PlanThreads() + chunks - 1) / chunks);
   ParallelFor(chunks * parts, 2 * kDirectRows * n / parts * k, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
       const int64_t q = i / parts, part = i % parts;
-      const int64_t r0 = q * kDirectRows, r1 = std::min(m, r0 + kDirectRows);
-      const int64_t c0 = n / group * part / parts * group;
-      const int64_t c1 = n / group * (part + 1) / parts * group;
-      const DirectBlock a_rows{a + r0 * k, k, 0, k};
-      DirectConv(&a_rows, 1, 1, kRowIndex.data(), r1 - r0, b + c0, n, c1 - c0, c + r0 * n + c0);
+      const int64_t r0 = q * kDirectRows;
+      fn(r0, std::min(m, r0 + kDirectRows), n / group * part / parts * group,
+         n / group * (part + 1) / parts * group);
     }
+  });
+}
+
+void DirectGemm(int64_t m, int64_t n, int64_t k, const float* a, const float* b, float* c) {
+  // Rows of a work item as the strips' "pixels": row i of its first row's block is A's i-th.
+  ForDirectBlocks(m, n, k, [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+    const DirectBlock a_rows{a + r0 * k, k, 0, k};
+    DirectConv(&a_rows, 1, 1, Identity(), r1 - r0, b + c0, n, c1 - c0, c + r0 * n + c0);
+  });
+}
+
+// C = A^T * B (or += when `accumulate`) for row-major A [K,M]: a sum of K outer products, as the
+// convolution's filter gradient sums them (C's rows its filter rows, K its pixels): no packing,
+// and no narrow edge panel for 64 columns. Against Eigen's GEMM on one thread (gemm_bench's
+// model, best of 3): 256x64x256 96 -> 86 us, 576x64x256 213 -> 188, an LSTM's weight gradients
+// 64x256x16 7.2 -> 6.9 and 32x256x16 equal, and those now split over the threads (Eigen's does
+// not split under 1 MFLOP); with many rows and columns Eigen's larger register tile wins
+// (784x512x64 524 -> 575 us), so not those.
+bool UseDirectTransA(int64_t m, int64_t n, int64_t k) {
+  return n % 16 == 0 && n <= kDirectMaxN && k <= kDirectMaxK && (m <= kDirectRows || n <= 128);
+}
+
+void DirectGemmTransA(int64_t m, int64_t n, int64_t k, const float* a, const float* b, float* c,
+                      bool accumulate) {
+  ForDirectBlocks(m, n, k, [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+    if (!accumulate)
+      for (int64_t r = r0; r < r1; ++r) std::fill(c + r * n + c0, c + r * n + c1, 0.0f);
+    DirectFilterGrad(a + r0, m, Identity(), k, Identity(), r1 - r0, b + c0, n, c1 - c0,
+                     c + r0 * n + c0);
   });
 }
 
@@ -131,6 +165,10 @@ void Gemm(int64_t m, int64_t n, int64_t k, const float* a, bool trans_a, const f
   }
   if (!trans_a && !trans_b && !accumulate && n % 16 == 0 && n <= kDirectMaxN && k <= kDirectMaxK) {
     DirectGemm(m, n, k, a, b, c);
+    return;
+  }
+  if (trans_a && !trans_b && UseDirectTransA(m, n, k)) {
+    DirectGemmTransA(m, n, k, a, b, c, accumulate);
     return;
   }
   if (!trans_a && trans_b && UseDot(m, k)) {

@@ -1,8 +1,9 @@
 // Single-precision matrix product on the thread pool, in the widest instruction set the CPU has
 // (AVX-512 or the build's AVX2+FMA baseline): Eigen's GEMM on ranges of rows or columns of C,
 // or, for plain products of up to 512 columns (whole vectors of them), the direct convolution's
-// strips (conv_direct.h), and for A * B^T with few rows of A, dot products along K
-// (gemm_dot_impl.h): neither packs an operand.
+// strips (conv_direct.h), for A^T * B with few rows or columns the same unit's filter-gradient
+// chunks, and for A * B^T with few rows of A, dot products along K (gemm_dot_impl.h): none of
+// them packs an operand.
 #ifndef NPU_KERNELS_GEMM_H_
 #define NPU_KERNELS_GEMM_H_
 
