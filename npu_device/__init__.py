@@ -17,6 +17,9 @@ _loader.load_plugin()
 from npu_device import grappler_defaults as _grappler_defaults  # noqa: E402
 
 _grappler_defaults.install()  # Grappler's memory optimizer: only cost, no effect without GPUs
+from npu_device import soft_placement as _soft_placement  # noqa: E402
+
+_soft_placement.install()  # eager ops without NPU kernels run on the CPU, however TF starts
 
 from npu_device import compiler_bridge as _compiler_bridge  # noqa: E402,F401  (TF optimizer → GE)
 from npu_device.compiler_bridge import compile_stats  # noqa: E402
