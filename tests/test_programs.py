@@ -1,10 +1,11 @@
 """Real user programs (tests/programs/*.py) give on the NPU what they give on TensorFlow's CPU.
 
 Each program is a short keras.io-style script: Keras fit/evaluate/predict with partial last
-batches, validation_split, TextVectorization, a Transformer encoder, augmentation layers, a VAE
-with a custom train_step, mixed precision, callbacks, and lower-level TensorFlow (TF1 Session
-feeds, shape-less tf.function signatures, softmax cross-entropy, Prod and sparse embedding
-gradients). Each runs in a fresh interpreter (tests/programs/_harness.py): npu_device imported
+batches, validation_split, TextVectorization, structured-data preprocessing layers, recurrent
+and bidirectional layers, a Transformer encoder, augmentation layers, a VAE with a custom
+train_step, a two-input two-output model saved and reloaded, mixed precision, callbacks, and
+lower-level TensorFlow (TF1 Session feeds, shape-less tf.function signatures, map_fn/scan/cond/
+while_loop inside a layer, softmax cross-entropy, Prod and sparse embedding gradients). Each runs in a fresh interpreter (tests/programs/_harness.py): npu_device imported
 first, the program's run() on /device:CPU:0, then on /device:NPU:0 (float32 precision mode
 unless the program says otherwise), one JSON result. The test then checks
 
