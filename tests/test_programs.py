@@ -2,8 +2,10 @@
 
 Each program is a short keras.io-style script: Keras fit/evaluate/predict with partial last
 batches, validation_split, TextVectorization, structured-data preprocessing layers, recurrent
-and bidirectional layers, a Transformer encoder, augmentation layers, a VAE with a custom
-train_step, a two-input two-output model saved and reloaded, mixed precision, callbacks, and
+and bidirectional layers, an LSTM seq2seq decoding step by step, ConvLSTM2D, a Transformer
+encoder, a mini GPT generating token by token, a U-Net-style autoencoder on a tf.data pipeline,
+augmentation layers, a VAE with a custom train_step, a two-input two-output model saved and
+reloaded, mixed precision, callbacks, and
 lower-level TensorFlow (TF1 Session feeds, shape-less tf.function signatures, map_fn/scan/cond/
 while_loop inside a layer, softmax cross-entropy, Prod and sparse embedding gradients). Each runs in a fresh interpreter (tests/programs/_harness.py): npu_device imported
 first, the program's run() on /device:CPU:0, then on /device:NPU:0 (float32 precision mode
