@@ -5,8 +5,9 @@ dtypes), silently. An op callback (tensorflow.python.framework.op_callbacks; eag
 only) looks at each eager op's outputs: when they are on CPU, the current device scope is the
 NPU or the default, and TF's kernel registry confirms that no NPU kernel accepts the op's
 dtypes, it logs one warning per (op, reason) on the "npu_device" logger. Ops that TensorFlow
-runs on CPU only (tf.data, strings) and ops on host objects (variant, resource or string
-inputs) are not fallbacks and stay quiet.
+runs on CPU only (tf.data, strings) and ops on or making host objects (variant, resource or
+string inputs, or only such outputs: the Optional that Keras' iterator wraps each batch in) are
+not fallbacks and stay quiet.
 
 On by default; NPU_LOG_EAGER_FALLBACK=0 turns it off, enable()/disable() switch it at run time.
 TensorFlow keeps op callbacks per thread: enable() covers the calling thread (import covers the
@@ -92,7 +93,8 @@ def _callback(op_type, inputs, attrs, outputs, op_name=None, graph=None):
     for t in outputs:                          # the common case: it ran on the NPU
         if ":CPU:" not in t.device:
             return None
-    if not _asked_for_npu() or any(t.dtype.name in _CONTAINER_DTYPES for t in inputs):
+    if (not _asked_for_npu() or any(t.dtype.name in _CONTAINER_DTYPES for t in inputs)
+            or all(t.dtype.name in _CONTAINER_DTYPES for t in outputs)):
         return None                            # iterators, optionals, strings: host objects
     from tensorflow.python.framework import op_def_registry
     op_def = op_def_registry.get(op_type)
