@@ -6,11 +6,11 @@ and bidirectional layers, an LSTM seq2seq decoding step by step, ConvLSTM2D, a T
 encoder, a mini GPT generating token by token, a U-Net-style autoencoder on a tf.data pipeline,
 CTC over STFT spectrograms, a graph neural network (gather and segment sums along edges),
 augmentation layers, a VAE with a custom train_step, a two-input two-output model saved and
-reloaded, mixed precision, callbacks, and
-lower-level TensorFlow (TF1 Session feeds, shape-less tf.function signatures, map_fn/scan/cond/
-while_loop inside a layer, softmax cross-entropy, Prod and sparse embedding gradients). Each runs in a fresh interpreter (tests/programs/_harness.py): npu_device imported
-first, the program's run() on /device:CPU:0, then on /device:NPU:0 (float32 precision mode
-unless the program says otherwise), one JSON result. The test then checks
+reloaded, mixed precision, callbacks, and lower-level TensorFlow (TF1 Session feeds, shape-less
+tf.function signatures, map_fn/scan/cond/while_loop inside a layer, softmax cross-entropy, Prod
+and sparse embedding gradients). Each runs in a fresh interpreter (tests/programs/_harness.py):
+npu_device imported first, the program's run() on /device:CPU:0, then on /device:NPU:0 (float32
+precision mode unless the program says otherwise), one JSON result. The test then checks
 
 * the CPU run worked (a program broken on TF-CPU is a broken test, said as such),
 * the NPU run raised nothing and every result matches the CPU within the program's TOLERANCE,
