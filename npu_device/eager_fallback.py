@@ -14,7 +14,6 @@ TensorFlow keeps op callbacks per thread: enable() covers the calling thread (im
 importing one). Cost per eager op: one Python call and a dict lookup.
 """
 import logging
-import os
 import threading
 
 _log = logging.getLogger("npu_device")
@@ -129,6 +128,7 @@ def disable():
 
 
 def install():
-    """enable() unless NPU_LOG_EAGER_FALLBACK is 0/false (called at npu_device import)."""
-    if os.environ.get("NPU_LOG_EAGER_FALLBACK", "1").strip().lower() not in ("0", "false", "no"):
+    """enable() unless NPU_LOG_EAGER_FALLBACK is off (called at npu_device import)."""
+    from npu_device.configuration import environment
+    if environment.value("NPU_LOG_EAGER_FALLBACK") is not False:
         enable()

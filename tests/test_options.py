@@ -381,3 +381,25 @@ def test_docs_are_up_to_date():
     with open(docs.DOC_PATH) as f:
         assert f.read() == docs.render(), \
             "docs/options.md is stale: run `python -m npu_device.configuration.docs`"
+
+
+@pytest.mark.parametrize("name,bad,says", [
+    ("NPU_NUM_THREADS", "four", "'four' is not an integer"),
+    ("NPU_NUM_THREADS", "0", "0 is out of range"),
+    ("NPU_KERNEL_ISA", "avx512", "'avx512' is not an allowed value"),
+    ("NPU_LOG_EAGER_FALLBACK", "maybe", "'maybe' is not a boolean"),
+])
+def test_a_bad_process_setting_fails_at_import_with_the_allowed_values(name, bad, says):
+    r = run_python("import npu_device", env={name: bad}, timeout=120)
+    assert r.returncode != 0
+    message = r.stderr.strip().splitlines()[-1]
+    assert message.startswith(f"ValueError: invalid value for environment variable {name}"), message
+    assert says in message and "Allowed:" in message, message
+
+
+def test_process_settings_parse_as_the_runtime_reads_them():
+    from npu_device.configuration import environment
+    assert environment.value("NPU_NUM_THREADS", {"NPU_NUM_THREADS": " 3 "}) == 3
+    assert environment.value("NPU_NUM_THREADS", {"NPU_NUM_THREADS": ""}) is None   # unset
+    assert environment.value("NPU_KERNEL_ISA", {}) is None
+    assert environment.value("NPU_LOG_EAGER_FALLBACK", {"NPU_LOG_EAGER_FALLBACK": "off"}) is False

@@ -3,6 +3,7 @@ tests/test_options.py checks the file is up to date."""
 import os
 import sys
 
+from npu_device.configuration import environment
 from npu_device.configuration import options as opt
 
 DOC_PATH = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "options.md")
@@ -143,7 +144,20 @@ def render():
     for o in opt.OPTIONS:
         rows.append("| " + " | ".join(_cell(c) for c in (
             f"`{o.name}`", o.allowed, _default(o), f"`{o.env}`", o.when, o.description)) + " |")
-    return HEADER + "\n".join(rows) + "\n" + _no_effect() + PRECEDENCE
+    return HEADER + "\n".join(rows) + "\n" + _no_effect() + PRECEDENCE + _process_settings()
+
+
+def _process_settings():
+    """The environment-only process settings (configuration/environment.py)."""
+    rows = ["", "## Process settings (environment only)", "",
+            "Read once per process (by the native runtime, or at import), with no Python "
+            "option: set them before",
+            "the program starts. An invalid value raises `ValueError` at import, naming the "
+            "variable and the allowed values.", "",
+            "| variable | values | meaning |", "|---|---|---|"]
+    rows += [f"| `{name}` | {_cell(allowed)} | {_cell(meaning)} |"
+             for name, (_, allowed, meaning) in environment.VARIABLES.items()]
+    return "\n".join(rows) + "\n"
 
 
 def _no_effect():

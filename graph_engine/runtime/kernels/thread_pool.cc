@@ -127,7 +127,9 @@ class Pool {
  private:
   Pool() {
     int n = static_cast<int>(std::thread::hardware_concurrency());
-    if (const char* env = std::getenv("NPU_NUM_THREADS")) n = std::atoi(env);
+    // npu_device checks the value at import (configuration/environment.py); empty means unset.
+    if (const char* env = std::getenv("NPU_NUM_THREADS"); env != nullptr && *env != '\0')
+      n = std::atoi(env);
     n = std::max(1, std::min(n, 256));
     for (int i = 1; i < n; ++i) workers_.emplace_back([this] { Work(); });
     for (auto& t : workers_) t.detach();
