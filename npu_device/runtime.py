@@ -41,8 +41,10 @@ def kernel_isa():
 
 
 def counters():
-    """What the executor really ran: models_loaded, models_run, kernels_executed, and
-    conversions_reused (weight conversions skipped because the weight had not changed)."""
+    """What the executor really ran: models_loaded, models_run, kernels_executed,
+    conversions_reused (weight conversions skipped because the weight had not changed) and
+    kernels_run_concurrently (of kernels_executed, the small independent kernels a model ran
+    beside each other on the runtime's threads)."""
     return _C.counters()
 
 

@@ -336,21 +336,56 @@ def test_concurrent_runs_from_four_threads_match_sequential_runs():
 
 def test_counters_count_loads_runs_and_kernels():
     C.reset_counters()
-    assert C.counters() == {"models_loaded": 0, "models_run": 0, "kernels_executed": 0, "conversions_reused": 0}
+    assert C.counters() == {"models_loaded": 0, "models_run": 0, "kernels_executed": 0, "conversions_reused": 0,
+                            "kernels_run_concurrently": 0}
     g, _ = mlp_builder()
     model = g.load()
     model.run([random((8, 16))])
     model.run([random((8, 16))])
-    assert C.counters() == {"models_loaded": 1, "models_run": 2, "kernels_executed": 10, "conversions_reused": 0}
+    assert C.counters() == {"models_loaded": 1, "models_run": 2, "kernels_executed": 10, "conversions_reused": 0,
+                            "kernels_run_concurrently": 0}
     failing = division_model()   # Neg completes, FloorDiv fails: one kernel, no run
     with pytest.raises(RuntimeError):
         failing.run([np.ones(4, np.int32), np.zeros(4, np.int32)])
-    assert C.counters() == {"models_loaded": 2, "models_run": 2, "kernels_executed": 11, "conversions_reused": 0}
+    assert C.counters() == {"models_loaded": 2, "models_run": 2, "kernels_executed": 11, "conversions_reused": 0,
+                            "kernels_run_concurrently": 0}
     with pytest.raises(ValueError):
         C.load_model(b"garbage")
     assert C.counters()["models_loaded"] == 2
     C.reset_counters()
-    assert C.counters() == {"models_loaded": 0, "models_run": 0, "kernels_executed": 0, "conversions_reused": 0}
+    assert C.counters() == {"models_loaded": 0, "models_run": 0, "kernels_executed": 0, "conversions_reused": 0,
+                            "kernels_run_concurrently": 0}
+
+
+def test_small_independent_kernels_run_at_once_unless_they_share_bytes():
+    """Once the first runs have timed the steps, small independent kernels form a group that
+    runs at once; a step writing an arena buffer an earlier step still reads (the memory plan
+    reused it) is not independent of it, although no data flows between them."""
+    rng = np.random.default_rng(5)
+    w1, w2, w3, w4 = (rng.standard_normal((64, 64)).astype(np.float32) / 8 for _ in range(4))
+    g = GraphBuilder("concurrent")
+    x = g.input(np.float32, (64, 64))
+    c1, c2, c3, c4 = (g.const(w) for w in (w1, w2, w3, w4))
+    a, b = g.arena_value(np.float32, (64, 64)), g.arena_value(np.float32, (64, 64))
+    reuses_a = g._value(np.float32, (64, 64), mf.Kind.ARENA, g.values[a].where)
+    y1, y2 = g.output(np.float32, (64, 64)), g.output(np.float32, (64, 64))
+    g.kernel("MatMul", [x, c1], [a], node="a")                  # 0
+    g.kernel("MatMul", [x, c2], [b], node="b")                  # 1: independent of 0
+    g.kernel("MatMul", [a, c3], [y1], node="y1")                # 2: last reader of a
+    g.kernel("MatMul", [b, c4], [reuses_a], node="over_a")      # 3: overwrites a's bytes
+    g.kernel("Neg", [reuses_a], [y2], node="y2")                # 4
+    model = g.load()
+    C.reset_counters()
+    xv = random((64, 64), seed=6)
+    want = [(xv @ w1) @ w3, -((xv @ w2) @ w4)]
+    for run in range(12):
+        got = model.run([xv])
+        for g_, w_ in zip(got, want):
+            np.testing.assert_allclose(g_, w_, rtol=1e-4, atol=1e-4)
+    assert [sorted(group) for group in model.concurrent_groups] == [[0, 1]]
+    counters = C.counters()
+    assert 0 < counters["kernels_run_concurrently"] <= 2 * 12
+    assert counters["kernels_run_concurrently"] % 2 == 0
 
 
 def test_every_required_kernel_is_registered():

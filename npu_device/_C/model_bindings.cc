@@ -215,6 +215,8 @@ void RegisterModel(py::module_& m) {
       .def_property_readonly("kernel_names", [](const PyModel& p) { return p.model().kernel_names(); })
       .def_property_readonly("metadata", [](const PyModel& p) { return p.model().metadata(); })
       .def_property_readonly("arena_bytes", [](const PyModel& p) { return p.model().arena_bytes(); })
+      .def_property_readonly("concurrent_groups", [](const PyModel& p) { return p.model().concurrent_groups(); },
+                             "Groups of kernel steps runs execute at once (empty until the first runs timed them)")
       .def("run", &PyModel::Run, py::arg("inputs"),
            "Runs the model on numpy arrays (one per input, exact dtype and shape); returns the outputs");
 
@@ -243,7 +245,8 @@ void RegisterModel(py::module_& m) {
     d["models_run"] = c.models_run;
     d["kernels_executed"] = c.kernels_executed;
     d["conversions_reused"] = c.conversions_reused;
+    d["kernels_run_concurrently"] = c.kernels_run_concurrently;
     return d;
-  }, "Executor counters: models_loaded, models_run, kernels_executed, conversions_reused");
+  }, "Executor counters: models_loaded, models_run, kernels_executed, conversions_reused, kernels_run_concurrently");
   m.def("reset_counters", &npurtResetCounters, "Sets the executor counters to zero");
 }

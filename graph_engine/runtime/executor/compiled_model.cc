@@ -10,9 +10,20 @@
 // each (a promise the bytes did not change). Runs of such a model take turns on that region.
 //
 // Observers (npurt/observer.h: tensor dumps, profilers) see every kernel step of the runs they
-// watch; with none registered, Execute is the plain loop after one relaxed atomic load.
+// watch, in sequence; with none registered, Execute is the plain loop after one relaxed atomic
+// load.
+//
+// Small independent kernels run at once. A step may start before an earlier one when neither
+// writes bytes the other reads or writes (Span: the memory plan's offsets, so buffers it reuses
+// count as well as data dependencies). The first kTimedRuns runs after the first time every
+// step; the run that completes them groups the steps (Schedule): each group is a step taking
+// more than kSmallNs alone, or steps within a window of kWindow that are mutually independent
+// and independent of the steps they pass, each taking at most kSmallNs, run by
+// kernels::RunConcurrently. Kernels that small barely use a second thread themselves, so two of
+// them side by side finish sooner than one after the other (an LSTM gradient's four products).
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <exception>
 #include <mutex>
@@ -53,6 +64,32 @@ bool AllEmpty(const std::vector<TensorDesc>& outputs) {
 
 std::atomic<uint64_t> g_next_model_uid{0};
 
+// Bytes a step reads or writes: a range of the arena or the cached region, one of the caller's
+// output buffers, or the caller's inputs as one space (an output computed in place writes into
+// an input). Constants are never written and take no span.
+struct Span {
+  uint64_t space, begin, end;
+  bool Overlaps(const Span& o) const { return space == o.space && begin < o.end && o.begin < end; }
+};
+enum : uint64_t { kArenaSpace, kCachedSpace, kInputSpace, kFirstOutputSpace };
+
+bool AnyOverlap(const std::vector<Span>& a, const std::vector<Span>& b) {
+  for (const Span& x : a)
+    for (const Span& y : b)
+      if (x.Overlaps(y)) return true;
+  return false;
+}
+
+constexpr uint64_t kTimedRuns = 3;          // runs timed per step, after the first
+constexpr int64_t kSmallNs = 20000;         // steps run beside others take at most this
+constexpr int64_t kMinOverlapNs = 2000;     // a group's work beside its longest step, at least
+constexpr size_t kWindow = 8;               // steps looked ahead for independent ones
+
+// Steps in the order they run; a group of several runs at once.
+struct Schedule {
+  std::vector<std::vector<uint32_t>> groups;
+};
+
 struct Step {
   std::string kernel, node;
   std::unique_ptr<kernels::Kernel> impl;
@@ -61,6 +98,10 @@ struct Step {
   bool deterministic = false;   // attr _deterministic: partitions independent of the threads
   bool cached = false;          // writes cached values: skipped while its inputs are unchanged
   std::vector<uint32_t> cached_from;   // the graph inputs those values are computed from
+  std::vector<Span> reads, writes;
+  bool Independent(const Step& o) const {
+    return !AnyOverlap(writes, o.reads) && !AnyOverlap(writes, o.writes) && !AnyOverlap(reads, o.writes);
+  }
 };
 
 class Model : public CompiledModel {
@@ -79,6 +120,13 @@ class Model : public CompiledModel {
   uint64_t arena_bytes() const override { return arena_bytes_; }
   const std::vector<uint32_t>& cached_inputs() const override { return cached_inputs_; }
   const std::vector<int32_t>& output_over_input() const override { return output_over_input_; }
+  std::vector<std::vector<uint32_t>> concurrent_groups() const override {
+    std::vector<std::vector<uint32_t>> groups;
+    if (std::shared_ptr<const Schedule> schedule = std::atomic_load(&schedule_))
+      for (const std::vector<uint32_t>& g : schedule->groups)
+        if (g.size() > 1) groups.push_back(g);
+    return groups;
+  }
   std::vector<std::string> kernel_names() const override {
     std::vector<std::string> names;
     for (const Step& s : steps_) names.push_back(s.kernel);
@@ -96,6 +144,7 @@ class Model : public CompiledModel {
     std::vector<const void*> in_operands;  // per step, from Step::in_begin
     std::vector<void*> out_operands;
     uint64_t executed = 0;
+  uint64_t concurrent = 0;               // of executed, steps of concurrent groups
     uint64_t step = 0;                     // runs of this model before this one
     npurtStream stream = nullptr;
     std::vector<char> skip;                // per step: its cached values are still valid
@@ -112,6 +161,13 @@ class Model : public CompiledModel {
   static void Execute(void* state);
   // Computes one kernel step; a failure also becomes s.status, naming the node.
   static Status RunStep(const Step& step, RunState& s);
+  static Status ComputeStep(const Step& step, const RunState& s);
+  // Runs the schedule's groups; false after a failed step (s.status says which).
+  static bool ExecuteScheduled(const Schedule& schedule, RunState& s);
+  // Runs the steps in sequence, timing them when `timed`; false after a failed step.
+  static bool ExecuteInSequence(RunState& s, bool timed);
+  void FindSpans(const ModelDef& def);
+  std::shared_ptr<const Schedule> MakeSchedule() const;
   static void ExecuteObserved(RunState& s);
   // Copies the outputs the kernels did not write in place from where they live.
   static void CopyOutputs(RunState& s);
@@ -140,6 +196,10 @@ class Model : public CompiledModel {
   // cached value's is renumbered in each run that computes it (Run, cache_mu_ held).
   std::vector<uint64_t> operand_versions_;
   uint64_t last_version_ = 1;
+  // Per step the shortest time of a timed run (ns); the schedule, once kTimedRuns are timed.
+  std::unique_ptr<std::atomic<int64_t>[]> step_ns_;
+  mutable std::atomic<uint64_t> timed_runs_{0};
+  mutable std::shared_ptr<const Schedule> schedule_;   // std::atomic_load/store
   ModelInfo info_;                          // what observers see of this model
   mutable std::atomic<uint64_t> runs_{0};   // Run calls so far: the step number of the next
 };
@@ -203,6 +263,7 @@ Status Model::Init(const ModelDef& def, int32_t device) {
   }
 
   FindCachedInputs(def);
+  FindSpans(def);
   for (uint32_t id : in_ids_) operand_versions_.push_back(values_[id].kind == ValueKind::kConst ? 1 : 0);
   if (cached_bytes_ > 0) {
     // Not cleared: the reader checked that every cached value is written before it is read, and
@@ -266,6 +327,70 @@ void Model::FindCachedInputs(const ModelDef& def) {
   cached_inputs_ = std::move(seen);
 }
 
+void Model::FindSpans(const ModelDef& def) {
+  auto span = [&](uint32_t id, std::vector<Span>* out) {
+    const ValueDef& v = def.values[id];
+    const uint64_t end = v.where + v.desc.nbytes;
+    switch (v.kind) {
+      case ValueKind::kConst: return;
+      case ValueKind::kArena: out->push_back({kArenaSpace, v.where, end}); return;
+      case ValueKind::kCached: out->push_back({kCachedSpace, v.where, end}); return;
+      case ValueKind::kInput: out->push_back({kInputSpace, 0, UINT64_MAX}); return;
+      case ValueKind::kOutput:
+        if (output_over_input_[v.where] >= 0) out->push_back({kInputSpace, 0, UINT64_MAX});
+        else out->push_back({kFirstOutputSpace + v.where, 0, UINT64_MAX});
+        return;
+    }
+  };
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    for (uint32_t id : def.nodes[i].inputs) span(id, &steps_[i].reads);
+    for (uint32_t id : def.nodes[i].outputs) span(id, &steps_[i].writes);
+  }
+  step_ns_.reset(new std::atomic<int64_t>[steps_.size()]);
+  for (size_t i = 0; i < steps_.size(); ++i) step_ns_[i].store(INT64_MAX, std::memory_order_relaxed);
+}
+
+std::shared_ptr<const Schedule> Model::MakeSchedule() const {
+  auto schedule = std::make_shared<Schedule>();
+  const size_t n = steps_.size();
+  auto small = [&](size_t i) {
+    const Step& step = steps_[i];
+    return !step.deterministic && !step.cached && step_ns_[i].load(std::memory_order_relaxed) <= kSmallNs;
+  };
+  std::vector<char> placed(n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    if (placed[i]) continue;
+    placed[i] = 1;
+    std::vector<uint32_t> group{static_cast<uint32_t>(i)}, passed;
+    for (size_t j = i + 1; small(i) && j < n && j <= i + kWindow; ++j) {
+      if (placed[j]) continue;
+      auto independent = [&](uint32_t k) { return steps_[j].Independent(steps_[k]); };
+      if (small(j) && std::all_of(group.begin(), group.end(), independent) &&
+          std::all_of(passed.begin(), passed.end(), independent)) {
+        group.push_back(static_cast<uint32_t>(j));
+        placed[j] = 1;
+      } else {
+        passed.push_back(static_cast<uint32_t>(j));
+      }
+    }
+    int64_t total = 0, longest = 0;
+    for (uint32_t k : group) {
+      total += step_ns_[k].load(std::memory_order_relaxed);
+      longest = std::max(longest, step_ns_[k].load(std::memory_order_relaxed));
+    }
+    if (group.size() > 1 && total - longest >= kMinOverlapNs) {
+      // Longest first: threads take the steps in this order, so the shortest fill in at the end.
+      std::stable_sort(group.begin(), group.end(), [&](uint32_t a, uint32_t b) {
+        return step_ns_[a].load(std::memory_order_relaxed) > step_ns_[b].load(std::memory_order_relaxed);
+      });
+      schedule->groups.push_back(std::move(group));
+    } else {
+      for (uint32_t k : group) schedule->groups.push_back({k});   // mutually independent: any order
+    }
+  }
+  return schedule;
+}
+
 void Model::PlanCachedSteps(const std::vector<const void*>& inputs,
                             const std::vector<InputOwner>* owners, RunState& s) {
   s.skip.assign(steps_.size(), 0);
@@ -294,17 +419,7 @@ void Model::KeepCachedInputs(const std::vector<const void*>& inputs,
 }
 
 Status Model::RunStep(const Step& step, RunState& s) {
-  kernels::KernelArgs args{s.in_operands.data() + step.in_begin, s.out_operands.data() + step.out_begin,
-                           s.model->operand_versions_.data() + step.in_begin};
-  Status st;
-  kernels::DeterministicScope deterministic(step.deterministic);
-  try {
-    st = step.impl->Compute(args);
-  } catch (const std::bad_alloc&) {
-    st = Status::Error("out of host memory", kCodeResourceExhausted);
-  } catch (const std::exception& e) {
-    st = Status::Error(e.what());
-  }
+  const Status st = ComputeStep(step, s);
   if (!st.ok()) {
     s.status = Status::Error("node '" + step.node + "' (kernel " + step.kernel + "): " + st.message, st.code);
   } else {
@@ -313,19 +428,86 @@ Status Model::RunStep(const Step& step, RunState& s) {
   return st;
 }
 
+Status Model::ComputeStep(const Step& step, const RunState& s) {
+  kernels::KernelArgs args{s.in_operands.data() + step.in_begin, s.out_operands.data() + step.out_begin,
+                           s.model->operand_versions_.data() + step.in_begin};
+  kernels::DeterministicScope deterministic(step.deterministic);
+  try {
+    return step.impl->Compute(args);
+  } catch (const std::bad_alloc&) {
+    return Status::Error("out of host memory", kCodeResourceExhausted);
+  } catch (const std::exception& e) {
+    return Status::Error(e.what());
+  }
+}
+
 void Model::Execute(void* p) {
   RunState& s = *static_cast<RunState*>(p);
+  const Model& m = *s.model;
   kernels::FlushDenormalsScope flush;   // as TF's CPU kernels compute
+  bool ok;
   if (ObserversActive()) {
     ExecuteObserved(s);
+    ok = s.status.ok();
+  } else if (std::shared_ptr<const Schedule> schedule = std::atomic_load(&m.schedule_)) {
+    ok = ExecuteScheduled(*schedule, s);
   } else {
-    const std::vector<Step>& steps = s.model->steps_;
-    for (size_t i = 0; i < steps.size(); ++i) {
-      if (!s.skip.empty() && s.skip[i]) continue;
-      if (!RunStep(steps[i], s).ok()) return;
+    const bool timed = s.step > 0;   // the first run pays for first touches
+    ok = ExecuteInSequence(s, timed);
+    if (ok && timed && m.timed_runs_.fetch_add(1, std::memory_order_acq_rel) + 1 == kTimedRuns)
+      std::atomic_store(&m.schedule_, m.MakeSchedule());
+  }
+  if (ok) CopyOutputs(s);
+}
+
+bool Model::ExecuteInSequence(RunState& s, bool timed) {
+  const Model& m = *s.model;
+  for (size_t i = 0; i < m.steps_.size(); ++i) {
+    if (!s.skip.empty() && s.skip[i]) continue;
+    if (!timed) {
+      if (!RunStep(m.steps_[i], s).ok()) return false;
+      continue;
+    }
+    const auto start = std::chrono::steady_clock::now();
+    if (!RunStep(m.steps_[i], s).ok()) return false;
+    const int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
+    std::atomic<int64_t>& best = m.step_ns_[i];
+    for (int64_t seen = best.load(std::memory_order_relaxed);
+         ns < seen && !best.compare_exchange_weak(seen, ns, std::memory_order_relaxed);) {
     }
   }
-  if (s.status.ok()) CopyOutputs(s);
+  return true;
+}
+
+bool Model::ExecuteScheduled(const Schedule& schedule, RunState& s) {
+  const Model& m = *s.model;
+  std::vector<Status> status;
+  for (const std::vector<uint32_t>& group : schedule.groups) {
+    if (group.size() == 1) {
+      if ((s.skip.empty() || !s.skip[group[0]]) && !RunStep(m.steps_[group[0]], s).ok()) return false;
+      continue;
+    }
+    status.assign(group.size(), Status::Ok());
+    kernels::RunConcurrently(static_cast<int64_t>(group.size()), [&](int64_t k) {
+      if (s.skip.empty() || !s.skip[group[k]]) status[k] = ComputeStep(m.steps_[group[k]], s);
+    });
+    // A failure is reported as the sequence would have: the first failed step's.
+    size_t failed = group.size();
+    for (size_t k = 0; k < group.size(); ++k) {
+      if (status[k].ok()) {
+        ++s.executed;
+        ++s.concurrent;
+      }
+      else if (failed == group.size() || group[k] < group[failed]) failed = k;
+    }
+    if (failed < group.size()) {
+      const Step& step = m.steps_[group[failed]];
+      s.status = Status::Error("node '" + step.node + "' (kernel " + step.kernel + "): " + status[failed].message,
+                               status[failed].code);
+      return false;
+    }
+  }
+  return true;
 }
 
 void Model::CopyOutputs(RunState& s) {
@@ -457,6 +639,7 @@ Status Model::Run(npurtStream stream, const std::vector<const void*>& inputs,
     status = Status::Error(RuntimeError("npurtRunHostFunc", err));
   if (arena != nullptr) npurtFree(device_, arena);
   CountKernelsExecuted(state.executed);
+  CountKernelsConcurrent(state.concurrent);
   if (status.ok()) status = state.status;
   if (has_cached_steps_) {
     KeepCachedInputs(inputs, owners, status.ok());

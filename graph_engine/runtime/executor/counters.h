@@ -10,6 +10,7 @@ void CountModelLoaded();                  // a CompiledModel::Load succeeded
 void CountKernelsExecuted(uint64_t n);    // kernels that completed, whether or not the run did
 void CountModelRun();                     // a Run completed without error
 void CountConversionsReused(uint64_t n);  // cached steps a Run skipped (their values were valid)
+void CountKernelsConcurrent(uint64_t n);  // of the kernels executed, those run beside others
 
 }  // namespace npu
 

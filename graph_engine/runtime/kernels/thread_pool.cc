@@ -37,13 +37,13 @@ constexpr auto kStragglerSpin = std::chrono::microseconds(100);
 thread_local bool t_in_parallel_range = false;
 thread_local bool t_deterministic = false;
 
-// Marks the calling thread as running one range of a ParallelFor (nested calls run inline) in
-// the job's mode, and restores both afterwards.
+// Marks the calling thread as running one range of a ParallelFor (nested calls run inline,
+// unless `inline_nested` is false) in the job's mode, and restores both afterwards.
 class InRange {
  public:
-  explicit InRange(bool deterministic)
+  explicit InRange(bool deterministic, bool inline_nested = true)
       : saved_range_(t_in_parallel_range), saved_det_(t_deterministic) {
-    t_in_parallel_range = true;
+    t_in_parallel_range = inline_nested || saved_range_;
     t_deterministic = deterministic;
   }
   ~InRange() {
@@ -60,17 +60,18 @@ struct Job {
   const std::function<void(int64_t, int64_t)>* fn;
   int64_t n, chunks, next = 0;   // next: guarded by the pool's mutex
   bool deterministic = false;    // the caller's mode, for the ranges run on workers
+  bool caller_nests = false;     // ranges the caller runs may use the pool (RunConcurrently)
   std::atomic<uint32_t>* status_sink = FloatStatusSink();   // the caller's (float_status.h)
   std::mutex mu;
   std::condition_variable done_cv;
   std::atomic<int64_t> done{0};  // changed under mu only; read without it while polling
   std::exception_ptr error;
 
-  void Run(int64_t chunk) {
+  void Run(int64_t chunk, bool on_caller) {
     const int64_t begin = n * chunk / chunks, end = n * (chunk + 1) / chunks;
     std::exception_ptr e;
     {
-      InRange in_range(deterministic);
+      InRange in_range(deterministic, !(on_caller && caller_nests));
       std::atomic<uint32_t>* previous_sink = SetFloatStatusSink(status_sink);
       try {
         (*fn)(begin, end);
@@ -112,7 +113,7 @@ class Pool {
         if (job->next == job->chunks) break;
         chunk = Claim(job);
       }
-      job->Run(chunk);
+      job->Run(chunk, true);
     }
     // Stragglers are usually a few microseconds away: poll before sleeping, since a futex
     // wake-up costs more than that. Taking mu afterwards waits out the last worker's unlock.
@@ -162,7 +163,7 @@ class Pool {
         job = queue_.front();
         chunk = Claim(job);
       }
-      job->Run(chunk);
+      job->Run(chunk, false);
     }
   }
 
@@ -223,6 +224,24 @@ void ParallelFor(int64_t n, int64_t cost_per_item,
     }
     return;
   }
+  pool.Run(&job);
+  if (job.error) std::rethrow_exception(job.error);
+}
+
+void RunConcurrently(int64_t n, const std::function<void(int64_t)>& task) {
+  Pool& pool = Pool::Get();
+  if (n <= 1 || t_in_parallel_range || pool.threads() == 1) {
+    for (int64_t i = 0; i < n; ++i) task(i);
+    return;
+  }
+  const std::function<void(int64_t, int64_t)> each = [&task](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) task(i);
+  };
+  Job job;
+  job.fn = &each;
+  job.n = job.chunks = n;
+  job.deterministic = t_deterministic;
+  job.caller_nests = true;
   pool.Run(&job);
   if (job.error) std::rethrow_exception(job.error);
 }

@@ -62,6 +62,10 @@ class NPURT_API CompiledModel {
   // Inputs the model converts into CACHED values (weights into the NPU's formats), ascending.
   virtual const std::vector<uint32_t>& cached_inputs() const = 0;
 
+  // The groups of kernel steps (indices into kernel_names()) that runs execute at once: empty
+  // until the runs that time the steps are done (compiled_model.cc says how they are chosen).
+  virtual std::vector<std::vector<uint32_t>> concurrent_groups() const = 0;
+
   // Runs the kernel sequence on `stream` (in order with earlier work on it) and waits for it.
   // Buffers are device pointers of the model's device; outputs are caller-allocated with
   // outputs()[i].nbytes, distinct from the inputs' except as output_over_input() allows. Safe to call concurrently from several threads (runs of a model with
