@@ -388,6 +388,42 @@ def test_small_independent_kernels_run_at_once_unless_they_share_bytes():
     assert counters["kernels_run_concurrently"] % 2 == 0
 
 
+def test_steps_run_at_once_only_where_the_callers_buffers_allow_it():
+    """An output written over the input the model names (a variable updated in place) keeps the
+    schedule; a run whose output the caller placed over another input (TF may forward an
+    input's buffer to an output) goes in sequence, in the model's order."""
+    rng = np.random.default_rng(7)
+    w1, w2 = (rng.standard_normal((64, 64)).astype(np.float32) / 8 for _ in range(2))
+    g = GraphBuilder("over_inputs")
+    x, dead, u = (g.input(np.float32, (64, 64)) for _ in range(3))
+    c1, c2 = g.const(w1), g.const(w2)
+    y1, y2 = g.output(np.float32, (64, 64)), g.output(np.float32, (64, 64))
+    g.kernel("MatMul", [x, c1], [y1], node="y1")   # reads x
+    g.kernel("MatMul", [u, c2], [y2], node="y2")   # reads u, writes over input 1 (never read)
+    m = g.model()
+    m.in_place = [(1, 1)]
+    model = C.load_model(mf.serialize(m))
+    xv, uv = random((64, 64), seed=8), random((64, 64), seed=9)
+    for _ in range(8):
+        model.run([xv, xv, uv], {1: 1})
+    assert [sorted(group) for group in model.concurrent_groups] == [[0, 1]]
+
+    def concurrent_kernels(over):
+        C.reset_counters()
+        got = model.run([xv, xv, uv], over)
+        return C.counters()["kernels_run_concurrently"], got
+    n, (a, b) = concurrent_kernels({1: 1})
+    assert n == 2
+    np.testing.assert_allclose(a, xv @ w1, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(b, uv @ w2, rtol=1e-4, atol=1e-4)
+    n, (a, b) = concurrent_kernels({0: 2})   # y1 into u's buffer, which y2 reads
+    assert n == 0
+    np.testing.assert_allclose(a, xv @ w1, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(b, (xv @ w1) @ w2, rtol=1e-4, atol=1e-4)
+    with pytest.raises(ValueError, match="cannot be written over input 5"):
+        model.run([xv, xv, uv], {0: 5})
+
+
 def test_every_required_kernel_is_registered():
     missing = sorted(set(REQUIRED_KERNELS) - set(C.registered_kernels()))
     assert not missing

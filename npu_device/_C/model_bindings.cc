@@ -8,6 +8,7 @@
 #include <pybind11/stl.h>
 
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -102,7 +103,9 @@ class PyModel {
 
   const npu::CompiledModel& model() const { return *model_; }
 
-  py::list Run(const py::sequence& args) {
+  // `over`: {output: input} outputs written into their input's buffer, as the TF plugin passes a
+  // variable updated in place (or TF forwards an input to an output).
+  py::list Run(const py::sequence& args, const std::map<size_t, size_t>& over) {
     const auto& ins = model_->inputs();
     const auto& outs = model_->outputs();
     if (args.size() != ins.size())
@@ -128,7 +131,15 @@ class PyModel {
     std::vector<void*> out_ptrs;
     for (size_t i = 0; i < outs.size(); ++i) {
       CheckNd(outs[i], "output", i);
-      out_ptrs.push_back(buffers.Alloc(outs[i].nbytes));
+      const auto it = over.find(i);
+      if (it == over.end()) {
+        out_ptrs.push_back(buffers.Alloc(outs[i].nbytes));
+        continue;
+      }
+      if (it->second >= ins.size() || ins[it->second].nbytes != outs[i].nbytes)
+        throw py::value_error("output " + std::to_string(i) + " cannot be written over input " +
+                              std::to_string(it->second) + ": it needs an input of " + std::to_string(outs[i].nbytes) + " bytes");
+      out_ptrs.push_back(const_cast<void*>(in_ptrs[it->second]));
     }
     npu::Status status;
     {
@@ -217,8 +228,9 @@ void RegisterModel(py::module_& m) {
       .def_property_readonly("arena_bytes", [](const PyModel& p) { return p.model().arena_bytes(); })
       .def_property_readonly("concurrent_groups", [](const PyModel& p) { return p.model().concurrent_groups(); },
                              "Groups of kernel steps runs execute at once (empty until the first runs timed them)")
-      .def("run", &PyModel::Run, py::arg("inputs"),
-           "Runs the model on numpy arrays (one per input, exact dtype and shape); returns the outputs");
+      .def("run", &PyModel::Run, py::arg("inputs"), py::arg("outputs_over_inputs") = std::map<size_t, size_t>{},
+           "Runs the model on numpy arrays (one per input, exact dtype and shape); returns the outputs. "
+           "outputs_over_inputs: {output: input} outputs written into that input's buffer");
 
   m.def(
       "load_model",

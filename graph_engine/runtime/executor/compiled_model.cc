@@ -64,14 +64,14 @@ bool AllEmpty(const std::vector<TensorDesc>& outputs) {
 
 std::atomic<uint64_t> g_next_model_uid{0};
 
-// Bytes a step reads or writes: a range of the arena or the cached region, one of the caller's
-// output buffers, or the caller's inputs as one space (an output computed in place writes into
-// an input). Constants are never written and take no span.
+// Bytes a step reads or writes: a range of the arena or the cached region, or one of the
+// caller's buffers (an output computed in place is its input's). Constants are never written
+// and take no span. A run whose buffers overlap otherwise runs in sequence (BuffersAsPlanned).
 struct Span {
   uint64_t space, begin, end;
   bool Overlaps(const Span& o) const { return space == o.space && begin < o.end && o.begin < end; }
 };
-enum : uint64_t { kArenaSpace, kCachedSpace, kInputSpace, kFirstOutputSpace };
+enum : uint64_t { kArenaSpace, kCachedSpace, kInputsSpace, kFirstOutputSpace };
 
 bool AnyOverlap(const std::vector<Span>& a, const std::vector<Span>& b) {
   for (const Span& x : a)
@@ -88,6 +88,7 @@ constexpr size_t kWindow = 8;               // steps looked ahead for independen
 // Steps in the order they run; a group of several runs at once.
 struct Schedule {
   std::vector<std::vector<uint32_t>> groups;
+  bool concurrent = false;   // some group has several steps
 };
 
 struct Step {
@@ -149,6 +150,8 @@ class Model : public CompiledModel {
     npurtStream stream = nullptr;
     std::vector<char> skip;                // per step: its cached values are still valid
     const std::vector<void*>* outputs = nullptr;   // the caller's output buffers
+    // The schedule of the timed runs if it runs steps at once and the buffers allow that.
+    std::shared_ptr<const Schedule> schedule;
     Status status;
   };
   // Which cached steps this run may skip (cache_mu_ held).
@@ -164,6 +167,10 @@ class Model : public CompiledModel {
   static Status ComputeStep(const Step& step, const RunState& s);
   // Runs the schedule's groups; false after a failed step (s.status says which).
   static bool ExecuteScheduled(const Schedule& schedule, RunState& s);
+  // Whether the caller's buffers are as the spans assume: outputs apart from each other and
+  // from the inputs, except an output over the input output_over_input() names, which no other
+  // input shares. (TF may hand an output an input's buffer: a collective's merge op.)
+  bool BuffersAsPlanned(const std::vector<const void*>& inputs, const std::vector<void*>& outputs) const;
   // Runs the steps in sequence, timing them when `timed`; false after a failed step.
   static bool ExecuteInSequence(RunState& s, bool timed);
   void FindSpans(const ModelDef& def);
@@ -335,10 +342,12 @@ void Model::FindSpans(const ModelDef& def) {
       case ValueKind::kConst: return;
       case ValueKind::kArena: out->push_back({kArenaSpace, v.where, end}); return;
       case ValueKind::kCached: out->push_back({kCachedSpace, v.where, end}); return;
-      case ValueKind::kInput: out->push_back({kInputSpace, 0, UINT64_MAX}); return;
+      case ValueKind::kInput: out->push_back({kInputsSpace, v.where, v.where + 1}); return;
       case ValueKind::kOutput:
-        if (output_over_input_[v.where] >= 0) out->push_back({kInputSpace, 0, UINT64_MAX});
-        else out->push_back({kFirstOutputSpace + v.where, 0, UINT64_MAX});
+        if (const int64_t over = output_over_input_[v.where]; over >= 0)
+          out->push_back({kInputsSpace, static_cast<uint64_t>(over), static_cast<uint64_t>(over) + 1});
+        else
+          out->push_back({kFirstOutputSpace + v.where, 0, UINT64_MAX});
         return;
     }
   };
@@ -384,11 +393,41 @@ std::shared_ptr<const Schedule> Model::MakeSchedule() const {
         return step_ns_[a].load(std::memory_order_relaxed) > step_ns_[b].load(std::memory_order_relaxed);
       });
       schedule->groups.push_back(std::move(group));
+      schedule->concurrent = true;
     } else {
       for (uint32_t k : group) schedule->groups.push_back({k});   // mutually independent: any order
     }
   }
   return schedule;
+}
+
+bool Model::BuffersAsPlanned(const std::vector<const void*>& inputs, const std::vector<void*>& outputs) const {
+  struct Buffer {
+    uintptr_t begin, end;
+    int64_t output;   // -1: input `index`
+    size_t index;
+  };
+  std::vector<Buffer> buffers;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (inputs_[i].nbytes > 0) buffers.push_back({reinterpret_cast<uintptr_t>(inputs[i]), reinterpret_cast<uintptr_t>(inputs[i]) + inputs_[i].nbytes, -1, i});
+  for (size_t j = 0; j < outputs.size(); ++j)
+    if (outputs_[j].nbytes > 0) buffers.push_back({reinterpret_cast<uintptr_t>(outputs[j]), reinterpret_cast<uintptr_t>(outputs[j]) + outputs_[j].nbytes, static_cast<int64_t>(j), j});
+  std::sort(buffers.begin(), buffers.end(), [](const Buffer& a, const Buffer& b) { return a.begin < b.begin; });
+  auto allowed = [&](const Buffer& a, const Buffer& b) {
+    if (a.output < 0 && b.output < 0) return true;   // inputs are only read
+    if (a.output >= 0 && b.output >= 0) return false;
+    const Buffer& out = a.output >= 0 ? a : b;
+    const Buffer& in = a.output >= 0 ? b : a;
+    return output_over_input_[out.index] == static_cast<int32_t>(in.index);
+  };
+  std::vector<const Buffer*> open;   // buffers reaching past the current one's start
+  for (const Buffer& b : buffers) {
+    open.erase(std::remove_if(open.begin(), open.end(), [&](const Buffer* o) { return o->end <= b.begin; }), open.end());
+    for (const Buffer* o : open)
+      if (!allowed(*o, b)) return false;
+    open.push_back(&b);
+  }
+  return true;
 }
 
 void Model::PlanCachedSteps(const std::vector<const void*>& inputs,
@@ -449,10 +488,11 @@ void Model::Execute(void* p) {
   if (ObserversActive()) {
     ExecuteObserved(s);
     ok = s.status.ok();
-  } else if (std::shared_ptr<const Schedule> schedule = std::atomic_load(&m.schedule_)) {
-    ok = ExecuteScheduled(*schedule, s);
+  } else if (s.schedule) {
+    ok = ExecuteScheduled(*s.schedule, s);
   } else {
-    const bool timed = s.step > 0;   // the first run pays for first touches
+    // Timed until there is a schedule; not the first run, which pays for first touches.
+    const bool timed = s.step > 0 && m.timed_runs_.load(std::memory_order_acquire) < kTimedRuns;
     ok = ExecuteInSequence(s, timed);
     if (ok && timed && m.timed_runs_.fetch_add(1, std::memory_order_acq_rel) + 1 == kTimedRuns)
       std::atomic_store(&m.schedule_, m.MakeSchedule());
@@ -633,6 +673,8 @@ Status Model::Run(npurtStream stream, const std::vector<const void*>& inputs,
   for (uint32_t id : out_ids_) state.out_operands.push_back(state.values[id]);
 
   state.outputs = &outputs;
+  state.schedule = std::atomic_load(&schedule_);
+  if (state.schedule && (!state.schedule->concurrent || !BuffersAsPlanned(inputs, outputs))) state.schedule = nullptr;
   // The kernels run as one host function in the stream's order; the call returns once it ran.
   Status status;
   if (npurtError err = npurtRunHostFunc(stream, &Model::Execute, &state); err != NPURT_SUCCESS)
