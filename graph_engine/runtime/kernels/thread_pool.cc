@@ -34,25 +34,36 @@ constexpr auto kIdleSpin = std::chrono::milliseconds(2);
 // usually a few microseconds away.
 constexpr auto kStragglerSpin = std::chrono::microseconds(100);
 
-thread_local bool t_in_parallel_range = false;
+thread_local bool t_in_parallel_range = false;   // nested ParallelFor calls run inline
+thread_local bool t_in_task = false;   // a RunConcurrently task a pool thread took
 thread_local bool t_deterministic = false;
 
-// Marks the calling thread as running one range of a ParallelFor (nested calls run inline,
-// unless `inline_nested` is false) in the job's mode, and restores both afterwards.
+// What a range of a job is: a ParallelFor range (nested calls run inline), or a RunConcurrently
+// task on a pool thread (its ParallelFor calls cut their ranges as on the caller and run them
+// in turn, so results never depend on which thread took the task) or on the caller (which
+// goes on as before the call).
+enum class RangeKind { kRange, kWorkerTask, kCallerTask };
+
+// Marks the calling thread as running one range of a job in the job's mode, and restores the
+// marks afterwards.
 class InRange {
  public:
-  explicit InRange(bool deterministic, bool inline_nested = true)
-      : saved_range_(t_in_parallel_range), saved_det_(t_deterministic) {
-    t_in_parallel_range = inline_nested || saved_range_;
+  explicit InRange(bool deterministic, RangeKind kind = RangeKind::kRange)
+      : saved_range_(t_in_parallel_range), saved_task_(t_in_task), saved_det_(t_deterministic) {
+    if (kind != RangeKind::kCallerTask) {
+      t_in_parallel_range = kind == RangeKind::kRange;
+      t_in_task = kind == RangeKind::kWorkerTask;
+    }
     t_deterministic = deterministic;
   }
   ~InRange() {
     t_in_parallel_range = saved_range_;
+    t_in_task = saved_task_;
     t_deterministic = saved_det_;
   }
 
  private:
-  bool saved_range_, saved_det_;
+  bool saved_range_, saved_task_, saved_det_;
 };
 
 // One ParallelFor call: its ranges are claimed by workers and by the caller.
@@ -60,7 +71,7 @@ struct Job {
   const std::function<void(int64_t, int64_t)>* fn;
   int64_t n, chunks, next = 0;   // next: guarded by the pool's mutex
   bool deterministic = false;    // the caller's mode, for the ranges run on workers
-  bool caller_nests = false;     // ranges the caller runs may use the pool (RunConcurrently)
+  bool tasks = false;            // a RunConcurrently job: each range is a task
   std::atomic<uint32_t>* status_sink = FloatStatusSink();   // the caller's (float_status.h)
   std::mutex mu;
   std::condition_variable done_cv;
@@ -71,7 +82,8 @@ struct Job {
     const int64_t begin = n * chunk / chunks, end = n * (chunk + 1) / chunks;
     std::exception_ptr e;
     {
-      InRange in_range(deterministic, !(on_caller && caller_nests));
+      InRange in_range(deterministic, !tasks ? RangeKind::kRange
+                                      : on_caller ? RangeKind::kCallerTask : RangeKind::kWorkerTask);
       std::atomic<uint32_t>* previous_sink = SetFloatStatusSink(status_sink);
       try {
         (*fn)(begin, end);
@@ -216,8 +228,9 @@ void ParallelFor(int64_t n, int64_t cost_per_item,
   job.n = n;
   job.chunks = std::min<int64_t>({n, 4 * planned, cost / kMinParallelCost});
   job.deterministic = deterministic;
-  if (pool.threads() == 1) {
-    // The same ranges in turn on the caller (an exception propagates as from the pool).
+  if (pool.threads() == 1 || t_in_task) {
+    // The same ranges in turn on the caller (an exception propagates as from the pool): with one
+    // thread, and in a task a pool thread took, whose results so match the caller's.
     for (int64_t chunk = 0; chunk < job.chunks; ++chunk) {
       InRange in_range(deterministic);
       fn(n * chunk / job.chunks, n * (chunk + 1) / job.chunks);
@@ -230,7 +243,7 @@ void ParallelFor(int64_t n, int64_t cost_per_item,
 
 void RunConcurrently(int64_t n, const std::function<void(int64_t)>& task) {
   Pool& pool = Pool::Get();
-  if (n <= 1 || t_in_parallel_range || pool.threads() == 1) {
+  if (n <= 1 || t_in_parallel_range || t_in_task || pool.threads() == 1) {
     for (int64_t i = 0; i < n; ++i) task(i);
     return;
   }
@@ -241,7 +254,7 @@ void RunConcurrently(int64_t n, const std::function<void(int64_t)>& task) {
   job.fn = &each;
   job.n = job.chunks = n;
   job.deterministic = t_deterministic;
-  job.caller_nests = true;
+  job.tasks = true;
   pool.Run(&job);
   if (job.error) std::rethrow_exception(job.error);
 }

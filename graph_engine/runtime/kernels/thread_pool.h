@@ -60,8 +60,9 @@ void ParallelFor(int64_t n, int64_t cost_per_item,
 
 // Runs task(0) .. task(n - 1), each once, on the caller and on idle pool threads at the same
 // time; returns when all ran. Tasks the caller runs may use the pool (their ParallelFor calls
-// split as usual); a pool thread runs its task's ParallelFor calls inline. Called from inside a
-// range, or with one thread, the tasks run in turn on the caller.
+// split as usual); a pool thread runs its task's ParallelFor ranges in turn, cut as on the
+// caller, so a task's results do not depend on the thread that took it. Called from inside a
+// range or a task, or with one thread, the tasks run in turn on the caller.
 void RunConcurrently(int64_t n, const std::function<void(int64_t)>& task);
 
 }  // namespace kernels
