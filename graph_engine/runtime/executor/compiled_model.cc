@@ -145,7 +145,7 @@ class Model : public CompiledModel {
     std::vector<const void*> in_operands;  // per step, from Step::in_begin
     std::vector<void*> out_operands;
     uint64_t executed = 0;
-  uint64_t concurrent = 0;               // of executed, steps of concurrent groups
+    uint64_t concurrent = 0;               // of executed, steps of concurrent groups
     uint64_t step = 0;                     // runs of this model before this one
     npurtStream stream = nullptr;
     std::vector<char> skip;                // per step: its cached values are still valid
@@ -457,13 +457,15 @@ void Model::KeepCachedInputs(const std::vector<const void*>& inputs,
   }
 }
 
+// A step's failure as the run reports it, naming the node.
+Status StepError(const Step& step, const Status& st) {
+  return Status::Error("node '" + step.node + "' (kernel " + step.kernel + "): " + st.message, st.code);
+}
+
 Status Model::RunStep(const Step& step, RunState& s) {
   const Status st = ComputeStep(step, s);
-  if (!st.ok()) {
-    s.status = Status::Error("node '" + step.node + "' (kernel " + step.kernel + "): " + st.message, st.code);
-  } else {
-    ++s.executed;
-  }
+  if (!st.ok()) s.status = StepError(step, st);
+  else ++s.executed;
   return st;
 }
 
@@ -504,12 +506,9 @@ bool Model::ExecuteInSequence(RunState& s, bool timed) {
   const Model& m = *s.model;
   for (size_t i = 0; i < m.steps_.size(); ++i) {
     if (!s.skip.empty() && s.skip[i]) continue;
-    if (!timed) {
-      if (!RunStep(m.steps_[i], s).ok()) return false;
-      continue;
-    }
-    const auto start = std::chrono::steady_clock::now();
+    const auto start = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
     if (!RunStep(m.steps_[i], s).ok()) return false;
+    if (!timed) continue;
     const int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
     std::atomic<int64_t>& best = m.step_ns_[i];
     for (int64_t seen = best.load(std::memory_order_relaxed);
@@ -537,13 +536,12 @@ bool Model::ExecuteScheduled(const Schedule& schedule, RunState& s) {
       if (status[k].ok()) {
         ++s.executed;
         ++s.concurrent;
+      } else if (failed == group.size() || group[k] < group[failed]) {
+        failed = k;
       }
-      else if (failed == group.size() || group[k] < group[failed]) failed = k;
     }
     if (failed < group.size()) {
-      const Step& step = m.steps_[group[failed]];
-      s.status = Status::Error("node '" + step.node + "' (kernel " + step.kernel + "): " + status[failed].message,
-                               status[failed].code);
+      s.status = StepError(m.steps_[group[failed]], status[failed]);
       return false;
     }
   }
