@@ -81,7 +81,8 @@ template <class Fn>
 void ForDirectBlocks(int64_t m, int64_t n, int64_t k, const Fn& fn) {
   const int64_t chunks = (m + kDirectRows - 1) / kDirectRows, group = n % 32 == 0 ? 32 : 16;
   const int64_t parts = std::min(n / group, (PlanThreads() + chunks - 1) / chunks);
-  ParallelFor(chunks * parts, 2 * kDirectRows * n / parts * k, [&](int64_t i0, int64_t i1) {
+  ParallelFor(chunks * parts, ProductCost(2 * std::min(m, kDirectRows) * n / parts * k),
+              [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
       const int64_t q = i / parts, part = i % parts;
       const int64_t r0 = q * kDirectRows;
@@ -142,7 +143,7 @@ void DotGemm(int64_t m, int64_t n, int64_t k, const float* a, const float* b, fl
   const int64_t chunks = (m + kDotRows - 1) / kDotRows;
   const int64_t parts =
       std::max<int64_t>(1, std::min(n / 16, (PlanThreads() + chunks - 1) / chunks));
-  ParallelFor(chunks * parts, 2 * std::min(m, kDotRows) * n / parts * k,
+  ParallelFor(chunks * parts, ProductCost(2 * std::min(m, kDotRows) * n / parts * k),
               [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
       const int64_t q = i / parts, part = i % parts;
@@ -186,7 +187,7 @@ void Gemm(int64_t m, int64_t n, int64_t k, const float* a, bool trans_a, const f
   // Ranges are multiples of 16 rows/columns; the last one takes the remainder.
   const int64_t step = (extent / ranges + 15) / 16 * 16;
   const int64_t count = (extent + step - 1) / step;
-  ParallelFor(count, 2 * step * (by_rows ? n : m) * k, [&](int64_t i0, int64_t i1) {
+  ParallelFor(count, ProductCost(2 * step * (by_rows ? n : m) * k), [&](int64_t i0, int64_t i1) {
     const int64_t lo = i0 * step, hi = std::min(extent, i1 * step);
     // Each range clears its own part of C: in parallel, and while it is about to be in cache.
     if (by_rows) {

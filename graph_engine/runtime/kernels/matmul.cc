@@ -80,7 +80,7 @@ class MatMulKernel : public Kernel {
     const int64_t row_blocks = (s_.m + rows - 1) / rows;
     const int64_t units = static_cast<int64_t>(batches_.size()) * row_blocks;
     if (units >= PlanThreads() || ep_.empty()) {
-      ParallelFor(units, 2 * rows * s_.n * s_.k, [&](int64_t begin, int64_t end) {
+      ParallelFor(units, ProductCost(2 * rows * s_.n * s_.k), [&](int64_t begin, int64_t end) {
         for (int64_t u = begin; u < end; ++u) {
           const auto& off = batches_[u / row_blocks];
           const int64_t r0 = u % row_blocks * rows, r1 = std::min(s_.m, r0 + rows);
