@@ -78,6 +78,8 @@ def test_roofline_and_gemm(mlp_result):
     peak = result["peak"]
     assert peak["threads"] >= 1 and peak["peak_gflops"] > 0
     assert peak["peak_gflops"] == peak["per_isa"][peak["isa"]]
+    # the roof is the best reading: a slower one for the widest ISA is load, not the roof
+    assert peak["peak_gflops"] == max(g for g in peak["per_isa"].values() if g)
     assert len(result["gemm"]) >= 5
     for r in result["gemm"]:
         assert r["npu_gflops"] > 0 and r["cpu_gflops"] > 0
