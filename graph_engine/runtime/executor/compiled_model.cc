@@ -88,7 +88,6 @@ constexpr size_t kWindow = 8;               // steps looked ahead for independen
 // Steps in the order they run; a group of several runs at once.
 struct Schedule {
   std::vector<std::vector<uint32_t>> groups;
-  bool concurrent = false;   // some group has several steps
 };
 
 struct Step {
@@ -174,6 +173,7 @@ class Model : public CompiledModel {
   // Runs the steps in sequence, timing them when `timed`; false after a failed step.
   static bool ExecuteInSequence(RunState& s, bool timed);
   void FindSpans(const ModelDef& def);
+  // The schedule from the timed runs; nullptr when no group runs steps at once.
   std::shared_ptr<const Schedule> MakeSchedule() const;
   static void ExecuteObserved(RunState& s);
   // Copies the outputs the kernels did not write in place from where they live.
@@ -361,6 +361,7 @@ void Model::FindSpans(const ModelDef& def) {
 
 std::shared_ptr<const Schedule> Model::MakeSchedule() const {
   auto schedule = std::make_shared<Schedule>();
+  bool concurrent = false;   // some group runs steps at once
   const size_t n = steps_.size();
   auto small = [&](size_t i) {
     const Step& step = steps_[i];
@@ -393,26 +394,31 @@ std::shared_ptr<const Schedule> Model::MakeSchedule() const {
         return step_ns_[a].load(std::memory_order_relaxed) > step_ns_[b].load(std::memory_order_relaxed);
       });
       schedule->groups.push_back(std::move(group));
-      schedule->concurrent = true;
+      concurrent = true;
     } else {
       for (uint32_t k : group) schedule->groups.push_back({k});   // mutually independent: any order
     }
   }
-  return schedule;
+  return concurrent ? schedule : nullptr;
 }
 
-bool Model::BuffersAsPlanned(const std::vector<const void*>& inputs, const std::vector<void*>& outputs) const {
+bool Model::BuffersAsPlanned(const std::vector<const void*>& inputs,
+                             const std::vector<void*>& outputs) const {
   struct Buffer {
     uintptr_t begin, end;
     int64_t output;   // -1: input `index`
     size_t index;
   };
   std::vector<Buffer> buffers;
-  for (size_t i = 0; i < inputs.size(); ++i)
-    if (inputs_[i].nbytes > 0) buffers.push_back({reinterpret_cast<uintptr_t>(inputs[i]), reinterpret_cast<uintptr_t>(inputs[i]) + inputs_[i].nbytes, -1, i});
+  auto add = [&](const void* p, uint64_t nbytes, int64_t output, size_t index) {
+    const auto begin = reinterpret_cast<uintptr_t>(p);
+    if (nbytes > 0) buffers.push_back({begin, begin + nbytes, output, index});
+  };
+  for (size_t i = 0; i < inputs.size(); ++i) add(inputs[i], inputs_[i].nbytes, -1, i);
   for (size_t j = 0; j < outputs.size(); ++j)
-    if (outputs_[j].nbytes > 0) buffers.push_back({reinterpret_cast<uintptr_t>(outputs[j]), reinterpret_cast<uintptr_t>(outputs[j]) + outputs_[j].nbytes, static_cast<int64_t>(j), j});
-  std::sort(buffers.begin(), buffers.end(), [](const Buffer& a, const Buffer& b) { return a.begin < b.begin; });
+    add(outputs[j], outputs_[j].nbytes, static_cast<int64_t>(j), j);
+  std::sort(buffers.begin(), buffers.end(),
+            [](const Buffer& a, const Buffer& b) { return a.begin < b.begin; });
   auto allowed = [&](const Buffer& a, const Buffer& b) {
     if (a.output < 0 && b.output < 0) return true;   // inputs are only read
     if (a.output >= 0 && b.output >= 0) return false;
@@ -422,7 +428,9 @@ bool Model::BuffersAsPlanned(const std::vector<const void*>& inputs, const std::
   };
   std::vector<const Buffer*> open;   // buffers reaching past the current one's start
   for (const Buffer& b : buffers) {
-    open.erase(std::remove_if(open.begin(), open.end(), [&](const Buffer* o) { return o->end <= b.begin; }), open.end());
+    open.erase(std::remove_if(open.begin(), open.end(),
+                              [&](const Buffer* o) { return o->end <= b.begin; }),
+               open.end());
     for (const Buffer* o : open)
       if (!allowed(*o, b)) return false;
     open.push_back(&b);
@@ -672,7 +680,7 @@ Status Model::Run(npurtStream stream, const std::vector<const void*>& inputs,
 
   state.outputs = &outputs;
   state.schedule = std::atomic_load(&schedule_);
-  if (state.schedule && (!state.schedule->concurrent || !BuffersAsPlanned(inputs, outputs))) state.schedule = nullptr;
+  if (state.schedule && !BuffersAsPlanned(inputs, outputs)) state.schedule = nullptr;
   // The kernels run as one host function in the stream's order; the call returns once it ran.
   Status status;
   if (npurtError err = npurtRunHostFunc(stream, &Model::Execute, &state); err != NPURT_SUCCESS)
