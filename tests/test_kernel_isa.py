@@ -37,9 +37,11 @@ def both(fn, *args):
 
 errors = {}
 # A B^T with few rows of A and k >= 128 runs as dot products (gemm.cc UseDot): 15x17x133,
-# 5x6x260 and 33x47x1000 there, with tiles and the contraction cut short
+# 5x6x260 and 33x47x1000 there, with tiles and the contraction cut short. A B with k >= 128 and
+# several channel groups copies each group's rows of B into a panel first (conv_direct_impl.h
+# Group): 40x64x130 (groups of 32) and 21x48x150 (of 16), with strips cut short
 for m, n, k in ((1, 1, 1), (15, 17, 33), (16, 16, 16), (47, 130, 70), (200, 3, 129),
-                (15, 17, 133), (5, 6, 260), (33, 47, 1000)):
+                (15, 17, 133), (5, 6, 260), (33, 47, 1000), (40, 64, 130), (21, 48, 150)):
     for ta in (False, True):
         for tb in (False, True):
             a = f32(k, m) if ta else f32(m, k)
@@ -59,6 +61,8 @@ errors["conv2d_backprop_input"] = both(
 errors["conv2d_backprop_filter"] = both(
     lambda x, dy: tf.raw_ops.Conv2DBackpropFilter(input=x, filter_sizes=list(w.shape), out_backprop=dy,
                                                   strides=[1, 2, 2, 1], padding="SAME"), x, dy)
+errors["conv2d, 144-long contraction"] = both(
+    lambda x, w: tf.nn.conv2d(x, w, strides=1, padding="SAME"), f32(1, 7, 9, 16), f32(3, 3, 16, 64))
 errors["conv3d"] = both(lambda x, w: tf.nn.conv3d(x, w, strides=[1] * 5, padding="SAME"),
                         f32(1, 5, 6, 7, 3), f32(2, 3, 2, 3, 17))
 

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "kernels/conv_direct.h"
+#include "kernels/scratch.h"
 #include "kernels/vec.h"
 
 namespace npu {
@@ -22,6 +23,7 @@ struct Direct {
   static constexpr int W = sizeof(Vec) / sizeof(float);
   static constexpr int kLine = (16 + W - 1) / W;      // vectors per 64-byte cache line
   static constexpr int64_t kPrefetchRows = 16;
+  static constexpr int64_t kPanelMinRows = 128;   // fewer rows: L2 serves them as fast (below)
 
   static Vec Broadcast(float x) {
     Vec v;
@@ -45,10 +47,11 @@ struct Direct {
       for (int v = 0; v < NV; ++v) std::memcpy(p + r * ld + v * W, &a[r][v], sizeof(Vec));
   }
 
-  // Output pixels pix[0, MR), the NV * W channels of w and acc from their pointers on.
+  // Output pixels pix[0, MR), the NV * W channels of w (rows w_ld floats apart) and of acc (rows
+  // ld apart) from their pointers on.
   template <int NV, int MR>
   static void Strip(const DirectBlock* blocks, int64_t n_blocks, int64_t kh, const int64_t* pix,
-                    const float* w, int64_t ld, float* acc) {
+                    const float* w, int64_t w_ld, float* acc, int64_t ld) {
     Vec a[MR][NV];
 #pragma GCC unroll 16
     for (int m = 0; m < MR; ++m)
@@ -60,11 +63,11 @@ struct Direct {
         const float* s[MR];
 #pragma GCC unroll 16
         for (int m = 0; m < MR; ++m) s[m] = b->src + pix[m] * b->lanes + r * b->row_step;
-        for (int64_t j = 0; j < b->run; ++j, wr += ld) {
-          // The rows of w are ld floats apart (2 KiB for a 512-wide GEMM), too far apart for
-          // the hardware prefetchers: fetch each 64-byte line of a row kPrefetchRows ahead.
+        for (int64_t j = 0; j < b->run; ++j, wr += w_ld) {
+          // Rows of w far apart (an unpacked filter's) are too far for the hardware
+          // prefetchers: fetch each 64-byte line of a row kPrefetchRows ahead.
 #pragma GCC unroll 4
-          for (int v = 0; v < NV; v += kLine) __builtin_prefetch(wr + kPrefetchRows * ld + v * W);
+          for (int v = 0; v < NV; v += kLine) __builtin_prefetch(wr + kPrefetchRows * w_ld + v * W);
           Vec wv[NV];
 #pragma GCC unroll 4
           for (int v = 0; v < NV; ++v) std::memcpy(&wv[v], wr + v * W, sizeof(Vec));
@@ -83,20 +86,42 @@ struct Direct {
   // Pixels [q, pixels) in strips of MR, then of MR / 2, ... down to single pixels.
   template <int NV, int MR>
   static void Pixels(int64_t q, int64_t pixels, const DirectBlock* blocks, int64_t n_blocks,
-                     int64_t kh, const int64_t* pix, const float* w, int64_t ld, float* acc) {
+                     int64_t kh, const int64_t* pix, const float* w, int64_t w_ld, float* acc,
+                     int64_t ld) {
     for (; q + MR <= pixels; q += MR)
-      Strip<NV, MR>(blocks, n_blocks, kh, pix + q, w, ld, acc + q * ld);
-    if constexpr (MR > 1) Pixels<NV, MR / 2>(q, pixels, blocks, n_blocks, kh, pix, w, ld, acc);
+      Strip<NV, MR>(blocks, n_blocks, kh, pix + q, w, w_ld, acc + q * ld, ld);
+    if constexpr (MR > 1)
+      Pixels<NV, MR / 2>(q, pixels, blocks, n_blocks, kh, pix, w, w_ld, acc, ld);
+  }
+
+  // Every strip of a channel group reads the group's rows of w, ld floats apart: at a stride of
+  // 1-2 KiB (256-512 channels) those rows fall into a few of L1's sets and evict each other, so
+  // each strip read them from L2 again. With more than one strip, the group's rows are copied
+  // into one dense panel first (a copy per strip's worth of products).
+  template <int NV, int MR>
+  static void Group(const DirectBlock* blocks, int64_t n_blocks, int64_t kh, const int64_t* pix,
+                    int64_t pixels, int64_t rows, const float* w, int64_t ld, float* acc) {
+    constexpr int64_t kGroup = NV * W;
+    if (pixels <= MR || ld == kGroup || rows < kPanelMinRows) {
+      Pixels<NV, MR>(0, pixels, blocks, n_blocks, kh, pix, w, ld, acc, ld);
+      return;
+    }
+    float* panel = Scratch(kScratchPanel, rows * kGroup);
+    for (int64_t r = 0; r < rows; ++r)
+      std::memcpy(panel + r * kGroup, w + r * ld, kGroup * sizeof(float));
+    Pixels<NV, MR>(0, pixels, blocks, n_blocks, kh, pix, panel, kGroup, acc, ld);
   }
 
   static void Conv(const DirectBlock* blocks, int64_t n_blocks, int64_t kh, const int64_t* pix,
                    int64_t pixels, const float* w, int64_t ld, int64_t channels, float* acc) {
+    int64_t rows = 0;                                 // of w: the contraction's length
+    for (int64_t b = 0; b < n_blocks; ++b) rows += kh * blocks[b].run;
     if (channels % 32 == 0) {
       for (int64_t c = 0; c < channels; c += 32)
-        Pixels<32 / W, MR32>(0, pixels, blocks, n_blocks, kh, pix, w + c, ld, acc + c);
+        Group<32 / W, MR32>(blocks, n_blocks, kh, pix, pixels, rows, w + c, ld, acc + c);
     } else {
       for (int64_t c = 0; c < channels; c += 16)
-        Pixels<16 / W, MR16>(0, pixels, blocks, n_blocks, kh, pix, w + c, ld, acc + c);
+        Group<16 / W, MR16>(blocks, n_blocks, kh, pix, pixels, rows, w + c, ld, acc + c);
     }
   }
 

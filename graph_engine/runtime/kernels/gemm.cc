@@ -58,11 +58,12 @@ int64_t Ranges(int64_t extent, int64_t flops) {
 }
 
 // C = A * B for plain row-major A and B as the direct convolution's strips (a 1x1 convolution
-// of m pixels, conv_direct.h): no packing; work items of up to kDirectRows rows and a share of
-// the column groups, enough of them for every thread. Up to kDirectMaxN columns and kDirectMaxK
-// products per element: gemm_bench measured 4096x64x576 357 -> 435 GFLOP/s, 64x512x784
-// 412 -> 457, 256x256x64 379 -> 411, 256^3 and 512^3 the same; 1024^3 (474 -> 343) and
-// 1024x256x1152 (454 -> 407) stay on Eigen, whose blocking keeps A in cache across columns.
+// of m pixels, conv_direct.h): A read in place, B by panels of a column group; work items of up
+// to kDirectRows rows and a share of the column groups, enough of them for every thread. Up to
+// kDirectMaxN columns and kDirectMaxK products per element: gemm_bench measured 4096x64x576
+// 357 -> 435 GFLOP/s, 64x512x784 412 -> 457, 256x256x64 379 -> 411, 256^3 and 512^3 the same;
+// 1024^3 (474 -> 343) and 1024x256x1152 (454 -> 407) stay on Eigen, whose blocking keeps A in
+// cache across columns.
 constexpr int64_t kDirectRows = 64, kDirectMaxN = 512, kDirectMaxK = 1024;
 
 // 0, 1, 2, ...: the strips' pixel and row indices.

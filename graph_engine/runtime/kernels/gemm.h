@@ -3,7 +3,7 @@
 // or, for plain products of up to 512 columns (whole vectors of them), the direct convolution's
 // strips (conv_direct.h), for A^T * B with few rows or columns the same unit's filter-gradient
 // chunks, and for A * B^T with few rows of A, dot products along K (gemm_dot_impl.h): none of
-// them packs an operand.
+// them packs A, and only the strips copy B, a channel group's panel at a time.
 #ifndef NPU_KERNELS_GEMM_H_
 #define NPU_KERNELS_GEMM_H_
 

@@ -13,7 +13,8 @@ namespace kernels {
 // At least `floats` floats of this thread's buffer `slot` (contents unspecified). A kernel
 // uses distinct slots for buffers it holds at the same time; the pointer stays valid until
 // this thread asks for a larger buffer in the same slot.
-enum ScratchSlot { kScratchCols, kScratchAcc, kScratchGroup, kScratchPadded, kScratchTiles, kScratchSlots };
+enum ScratchSlot { kScratchCols, kScratchAcc, kScratchGroup, kScratchPadded, kScratchTiles,
+                  kScratchPanel, kScratchSlots };
 
 inline float* Scratch(ScratchSlot slot, int64_t floats) {
   thread_local std::vector<float> buffers[kScratchSlots];
