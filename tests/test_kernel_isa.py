@@ -61,8 +61,9 @@ errors["conv2d_backprop_input"] = both(
 errors["conv2d_backprop_filter"] = both(
     lambda x, dy: tf.raw_ops.Conv2DBackpropFilter(input=x, filter_sizes=list(w.shape), out_backprop=dy,
                                                   strides=[1, 2, 2, 1], padding="SAME"), x, dy)
+# 144 output pixels: the direct convolution (conv.cc, from 128), its panel rows read in 3 runs
 errors["conv2d, 144-long contraction"] = both(
-    lambda x, w: tf.nn.conv2d(x, w, strides=1, padding="SAME"), f32(1, 7, 9, 16), f32(3, 3, 16, 64))
+    lambda x, w: tf.nn.conv2d(x, w, strides=1, padding="SAME"), f32(1, 12, 12, 16), f32(3, 3, 16, 64))
 errors["conv3d"] = both(lambda x, w: tf.nn.conv3d(x, w, strides=[1] * 5, padding="SAME"),
                         f32(1, 5, 6, 7, 3), f32(2, 3, 2, 3, 17))
 
