@@ -4,11 +4,17 @@ in one process, on shapes from the benchmark models (square, im2col convolutions
     PYTHONPATH=. python -m benchmarks.gemm_bench [--reps 4] [--out benchmarks/results/gemm]
 
 Per shape, each side runs `reps` independent products C_i = A @ B_i in one call (the NPU: one
-compiled model of `reps` MatMul kernels, A an input, the B_i constants; TF: one tf.function of
-`reps` MatMuls with A and the B_i resident on the CPU); the fastest of several calls, NPU and
-CPU calls alternating, is divided by `reps`. The NPU call includes copying A in and the last C
-out; TF's includes fetching every C. Each GFLOP/s is also given as a share of the machine's
-measured peak FP32 rate on the NPU's threads (benchmarks/roofline.py), the roofline.
+compiled model of `reps` MatMul kernels, A and the B_i its constants; TF: one tf.function of
+`reps` MatMuls with A and the B_i resident on the CPU); the fastest of several calls, the two
+sides taking turns by rounds of calls, is divided by `reps`. The NPU call includes copying the
+last C out; TF's includes fetching every C. The B_i are weights, so the NPU's MatMul packs each
+into its kernel's panels at the first call and keeps them (kernels/gemm_packed_impl.h; where
+that path is not taken, the product is Gemm's on B as stored). Each GFLOP/s is also given as a
+share of the machine's measured peak FP32 rate on the NPU's threads (benchmarks/roofline.py),
+the roofline.
+
+Until 2026-11-29 A was the NPU model's input, copied in on every call (TF's was resident), and
+the sides alternated call by call: earlier tables are not comparable.
 """
 import argparse
 import json
@@ -37,34 +43,46 @@ SHAPES = [
 
 
 def npu_model(m, n, k, trans_a, trans_b, reps, rng):
+    """A model of `reps` MatMul kernels C_i = A @ B_i, A and the B_i constants (resident, as
+    TF's operands are), and A."""
     from graph_engine.compiler import model_format as mf
-    values = [mf.Value(1, (k, m) if trans_a else (m, k), 4 * m * k, mf.Kind.INPUT, 0)]
-    blob, kernels = bytearray(), []
+    blob, values, kernels = bytearray(), [], []
+
+    def const(x):
+        blob.extend(b"\0" * (-len(blob) % mf.CONST_ALIGNMENT))
+        values.append(mf.Value(1, x.shape, x.nbytes, mf.Kind.CONST, len(blob)))
+        blob.extend(x.tobytes())
+        return len(values) - 1
+
     values.append(mf.Value(1, (m, n), 4 * m * n, mf.Kind.ARENA, 0))
     values.append(mf.Value(1, (m, n), 4 * m * n, mf.Kind.OUTPUT, 0))
+    a = rng.standard_normal((k, m) if trans_a else (m, k)).astype(np.float32)
+    a_id = const(a)
     for i in range(reps):
-        b = rng.standard_normal((n, k) if trans_b else (k, n)).astype(np.float32)
-        blob += b"\0" * (-len(blob) % mf.CONST_ALIGNMENT)
-        values.append(mf.Value(1, b.shape, b.nbytes, mf.Kind.CONST, len(blob)))
-        blob += b.tobytes()
-        out = 2 if i == reps - 1 else 1      # earlier products go to one scratch arena value
-        kernels.append(mf.Kernel("MatMul", f"matmul_{i}", [0, len(values) - 1], [out],
+        b_id = const(rng.standard_normal((n, k) if trans_b else (k, n)).astype(np.float32))
+        out = 1 if i == reps - 1 else 0      # earlier products go to one scratch arena value
+        kernels.append(mf.Kernel("MatMul", f"matmul_{i}", [a_id, b_id], [out],
                                  {"transpose_a": trans_a, "transpose_b": trans_b}))
-    return mf.Model(name="gemm", values=values, kernels=kernels, inputs=[0], outputs=[2],
-                    arena_bytes=4 * m * n, const_blob=bytes(blob))
+    model = mf.Model(name="gemm", values=values, kernels=kernels, inputs=[], outputs=[1],
+                     arena_bytes=4 * m * n, const_blob=bytes(blob))
+    return model, a
 
 
-def best_seconds(calls, repeat):
-    """Per call, the fastest of `repeat` timings; the calls alternate, so both sides see the
-    same load from other processes on a shared machine."""
+def best_seconds(calls, repeat, run=3):
+    """Per call, the fastest of `repeat` rounds of `run` timings each; the sides take turns by
+    rounds, so both see the same load from other processes on a shared machine, while the
+    first timing of each round is the one after the other library's: TF's threads, and the
+    NPU's, keep spinning for a while after their work and take the cores from the next call
+    (on 2 vCPUs, alternating every call timed 784x512x64 A^T B at 2x its time)."""
     times = [[] for _ in calls]
     for call in calls:
         call()                                   # warm-up
     for _ in range(repeat):
         for t, call in zip(times, calls):
-            start = time.perf_counter()
-            call()
-            t.append(time.perf_counter() - start)
+            for _ in range(run):
+                start = time.perf_counter()
+                call()
+                t.append(time.perf_counter() - start)
     return [min(t) for t in times]
 
 
@@ -73,8 +91,7 @@ def bench(m, n, k, trans_a, trans_b, reps, repeat):
     from graph_engine.compiler import model_format as mf
     from npu_device import _C
     rng = np.random.default_rng(0)
-    model = npu_model(m, n, k, trans_a, trans_b, reps, rng)
-    a = rng.standard_normal(model.values[0].dims).astype(np.float32)
+    model, a = npu_model(m, n, k, trans_a, trans_b, reps, rng)
     loaded = _C.load_model(mf.serialize(model))
     bs = [model.const_array(kern.inputs[1]) for kern in model.kernels]
     with tf.device("/device:CPU:0"):
@@ -82,10 +99,10 @@ def bench(m, n, k, trans_a, trans_b, reps, repeat):
         f = tf.function(lambda x, ys: [tf.linalg.matmul(x, y, transpose_a=trans_a,
                                                         transpose_b=trans_b) for y in ys])
         npu_s, cpu_s = (t / reps for t in best_seconds(
-            [lambda: loaded.run([a]), lambda: [t.numpy() for t in f(ta, tbs)]], repeat))
+            [lambda: loaded.run([]), lambda: [t.numpy() for t in f(ta, tbs)]], repeat))
     # the NPU result is checked against TF's, so a fast wrong kernel cannot pass unnoticed
     want = [t.numpy() for t in f(ta, tbs)][-1]
-    np.testing.assert_allclose(loaded.run([a])[0], want, rtol=1e-4, atol=1e-3 * np.sqrt(k))
+    np.testing.assert_allclose(loaded.run([])[0], want, rtol=1e-4, atol=1e-3 * np.sqrt(k))
     gflop = 2 * m * n * k / 1e9
     return {"m": m, "n": n, "k": k, "trans_a": trans_a, "trans_b": trans_b,
             "npu_ms": 1000 * npu_s, "cpu_ms": 1000 * cpu_s, "npu_gflops": gflop / npu_s,

@@ -72,6 +72,20 @@ def graph_conv(x, w):          # compiled: the layout passes give it an NC1HWC0 
     return tf.nn.relu(tf.nn.conv2d(x, w, strides=1, padding="SAME") + 1.0)
 errors["graph conv (NC1HWC0)"] = both(graph_conv, f32(2, 9, 9, 20), f32(3, 3, 20, 33))
 
+# A constant B of a compiled graph (a frozen weight) is packed once into the packed kernel's
+# panels and kept (matmul.cc PackedB, gemm_packed_impl.h): rows and columns that end in partial
+# tiles and panels, threads splitting rows (37x70) and panels (37x130), B^T's storage, a weight
+# shared by a batch, and a fused bias + ReLU that runs the product in blocks of rows. Each runs
+# twice: the second run reads the kept panels.
+def constant_b(w, **kw):
+    return tf.function(lambda a: tf.nn.relu(tf.linalg.matmul(a, tf.constant(w), **kw) + 0.5))
+for name, fn, a in (("37x70x300", constant_b(f32(300, 70)), f32(37, 300)),
+                    ("37x130x300 B^T", constant_b(f32(130, 300), transpose_b=True), f32(37, 300)),
+                    ("150x33x520", constant_b(f32(520, 33)), f32(150, 520)),
+                    ("batch 3x19x260 @ 260x45", constant_b(f32(260, 45)), f32(3, 19, 260))):
+    for run in (1, 2):
+        errors[f"constant B {name}, run {run}"] = both(fn, a)
+
 print(json.dumps({"isa": runtime.kernel_isa(), "errors": errors}))
 """
 

@@ -9,6 +9,7 @@
 #include "kernels/conv_direct.h"
 #include "kernels/gemm_block.h"
 #include "kernels/gemm_dot_impl.h"
+#include "kernels/gemm_packed_impl.h"
 #include "kernels/thread_pool.h"
 #include "npurt/npurt.h"
 
@@ -25,6 +26,8 @@ using gemm_detail::DotFn;
 struct Blocks {
   BlockFn fn[2][2];
   DotFn dot = &Dot<Vec8, 4, 2>::Block;   // 8 accumulators, 6 registers for the rows read
+  // 12 accumulators, 2 registers for B's row, 1 for the broadcast
+  gemm_detail::PackedKernel packed = Packed<Vec8, 6, 2>::Kernel();
   bool avx512 = false;
   Blocks() {
     const char* env = std::getenv("NPU_KERNEL_ISA");
@@ -34,7 +37,7 @@ struct Blocks {
                    wanted.c_str());
     const bool cpu = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
                      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw");
-    avx512 = wanted != "avx2" && cpu && gemm_detail::BlockTableAvx512(fn, &dot);
+    avx512 = wanted != "avx2" && cpu && gemm_detail::BlockTableAvx512(fn, &dot, &packed);
     if (!avx512) gemm_detail::BlockTable(fn);
   }
 };
@@ -198,6 +201,52 @@ void Gemm(int64_t m, int64_t n, int64_t k, const float* a, bool trans_a, const f
       if (!accumulate)
         for (int64_t r = 0; r < m; ++r) std::fill(c + r * n + lo, c + r * n + hi, 0.0f);
       block(0, m, lo, hi, m, n, k, a, b, c);
+    }
+  });
+}
+
+int64_t PackedBFloats(int64_t k, int64_t n) { return ChosenBlocks().packed.floats(k, n); }
+
+void PackB(int64_t k, int64_t n, const float* b, bool trans_b, float* packed) {
+  ChosenBlocks().packed.pack(b, trans_b, k, n, packed);
+}
+
+bool PrefersPackedB(int64_t m, int64_t n, int64_t k) {
+  // Measured against Gemm on B as stored (kernel alone, 2 threads, AVX-512): faster from K = 64
+  // with 32 rows or more (256x256x64 291 -> 353 GFLOP/s, 784x512x64 266 -> 376, 128^3 297 ->
+  // 355) and from K = 256 with any (8x512x784 253 -> 313); even with fewer (16x256x64: 172 ->
+  // 158). Rows of A 4 KiB apart (K a multiple of 1024) put a tile's broadcasts in one of L1's
+  // sets, where they evict each other every step: Eigen's GEMM, which packs A, keeps those.
+  return m > 0 && n > 0 && k % 1024 != 0 && (k >= 256 || (k >= 64 && m >= 32));
+}
+
+void GemmPackedB(int64_t m, int64_t n, int64_t k, const float* a, const float* packed_b,
+                 float* c) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    std::fill(c, c + m * n, 0.0f);
+    return;
+  }
+  // One range per thread: rows (each range reads all the panels), or whole panels of columns
+  // (each reads all of A) for fewer than 32 rows a thread and two panels or more. Rows measured
+  // faster wherever there are that many (256x256x64 263 -> 331 GFLOP/s, 4096x64x576 266 -> 319,
+  // 512^3 350 -> 366); columns below (32x512x512 287 -> 338, 8x512x784 one range -> 314). A few
+  // ranges per thread, to balance a thread that starts late, measured slower (8 for 256x256x64:
+  // 256 -> 207 GFLOP/s): each range stores and reloads its own tiles of C once per block of K.
+  const gemm_detail::PackedKernel& kernel = ChosenBlocks().packed;
+  const int64_t panels = (n + kernel.panel_width - 1) / kernel.panel_width;
+  const int64_t flops = 2 * m * n * k, threads = std::max<int64_t>(
+      1, std::min<int64_t>(PlanThreads(), flops / kMinRangeFlops));
+  const bool by_rows = m >= 32 * threads || panels < 2 * threads;
+  const int64_t ranges = std::max<int64_t>(1, std::min(threads, by_rows ? m / kMinRange : panels));
+  ParallelFor(ranges, ProductCost(flops / ranges), [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      if (by_rows)
+        kernel.block(m * i / ranges, m * (i + 1) / ranges, 0, n, n, k, a, packed_b, c);
+      else
+        kernel.block(0, m, panels * i / ranges * kernel.panel_width,
+                     std::min(n, panels * (i + 1) / ranges * kernel.panel_width), n, k, a,
+                     packed_b, c);
     }
   });
 }

@@ -23,6 +23,18 @@ using BlockFn = void (*)(int64_t r0, int64_t r1, int64_t c0, int64_t c1, int64_t
 using DotFn = void (*)(int64_t r0, int64_t r1, int64_t c0, int64_t c1, int64_t n, int64_t k,
                        const float* a, const float* b, float* c, bool accumulate);
 
+// The packed kernel of gemm_packed_impl.h for one instruction set: B packed once into panels of
+// `panel_width` columns (`pack` writes `floats(k, n)` floats from op(B) [k,n]), then `block`
+// computes C[r0:r1, c0:c1] = A[r0:r1, :] * op(B)[:, c0:c1] from them for row-major A [m,k] and
+// C [m,n]; c0 a multiple of panel_width.
+struct PackedKernel {
+  int64_t panel_width;
+  int64_t (*floats)(int64_t k, int64_t n);
+  void (*pack)(const float* b, bool trans_b, int64_t k, int64_t n, float* out);
+  void (*block)(int64_t r0, int64_t r1, int64_t c0, int64_t c1, int64_t n, int64_t k,
+                const float* a, const float* packed, float* c);
+};
+
 // Internal linkage: each instruction set's unit keeps its own instances.
 namespace {
 
@@ -50,9 +62,9 @@ inline void BlockTable(BlockFn table[2][2]) {
 
 }  // namespace
 
-// Defined in gemm_avx512.cc: fills `table` and `dot` and returns true when that unit was built
-// for AVX-512 (the caller still checks that the CPU has it).
-bool BlockTableAvx512(BlockFn table[2][2], DotFn* dot);
+// Defined in gemm_avx512.cc: fills `table`, `dot` and `packed` and returns true when that unit
+// was built for AVX-512 (the caller still checks that the CPU has it).
+bool BlockTableAvx512(BlockFn table[2][2], DotFn* dot, PackedKernel* packed);
 
 }  // namespace gemm_detail
 }  // namespace kernels

@@ -2,12 +2,15 @@
 // exact (wrapping) int64 product for int32/int64. NpuFusedMatMul / NpuFusedBatchMatMul add an
 // epilogue (bias, residual, activation; epilogue.h) to each block of rows right after its GEMM.
 #include <array>
+#include <memory>
+#include <mutex>
 
 #include "kernels/complex.h"
 #include "kernels/epilogue.h"
 #include "kernels/float_io.h"
 #include "kernels/gemm.h"
 #include "kernels/shape.h"
+#include "kernels/thread_pool.h"
 
 namespace npu {
 namespace kernels {
@@ -62,7 +65,14 @@ class MatMulKernel : public Kernel {
       return Status::Ok();
     }
     const int64_t mn = s_.m * s_.n, mk = s_.m * s_.k, kn = s_.k * s_.n;
-    FloatIn a(dtype_, args.in(0), a_size_), b(dtype_, args.in(1), b_size_);
+    FloatIn a(dtype_, args.in(0), a_size_);
+    // A B that holds from run to run (a constant weight) is kept packed for the GEMM's tiles,
+    // so its products skip that copy (see PackedB); any other is read as stored.
+    std::shared_ptr<const float[]> packed;
+    if (args.version(1) != 0 && !s_.trans_a && PrefersPackedB(s_.m, s_.n, s_.k))
+      packed = PackedB(args.in(1), args.version(1));
+    std::unique_ptr<FloatIn> b;
+    if (!packed) b = std::make_unique<FloatIn>(dtype_, args.in(1), b_size_);
     const int64_t total = mn * static_cast<int64_t>(batches_.size());
     FloatOut c(dtype_, args.out(0), total);
     std::unique_ptr<FloatIn> bias, residual;
@@ -72,6 +82,13 @@ class MatMulKernel : public Kernel {
     auto epilogue = [&](int64_t r0, int64_t r1) {
       ep_.ApplyRows(c.data() + r0 * s_.n, bias ? bias->data() : nullptr,
                     residual ? residual->data() + r0 * s_.n : nullptr, r1 - r0, s_.n);
+    };
+    const int64_t packed_size = packed ? PackedBFloats(s_.k, s_.n) : 0;
+    auto product = [&](int64_t rows, const float* a_rows, int64_t b_index, float* c_rows) {
+      if (packed)
+        GemmPackedB(rows, s_.n, s_.k, a_rows, packed.get() + b_index * packed_size, c_rows);
+      else
+        Gemm(rows, s_.n, s_.k, a_rows, s_.trans_a, b->data() + b_index * kn, s_.trans_b, c_rows);
     };
     // Work units: blocks of rows of one product (rows of op(A) are contiguous unless trans_a),
     // each finished by the epilogue while in cache. Too few units for the threads: one GEMM
@@ -84,15 +101,13 @@ class MatMulKernel : public Kernel {
         for (int64_t u = begin; u < end; ++u) {
           const auto& off = batches_[u / row_blocks];
           const int64_t r0 = u % row_blocks * rows, r1 = std::min(s_.m, r0 + rows);
-          Gemm(r1 - r0, s_.n, s_.k, a.data() + off[1] * mk + r0 * s_.k, s_.trans_a,
-               b.data() + off[2] * kn, s_.trans_b, c.data() + off[0] * mn + r0 * s_.n);
+          product(r1 - r0, a.data() + off[1] * mk + r0 * s_.k, off[2], c.data() + off[0] * mn + r0 * s_.n);
           epilogue(off[0] * s_.m + r0, off[0] * s_.m + r1);
         }
       });
     } else {
       for (const auto& off : batches_)
-        Gemm(s_.m, s_.n, s_.k, a.data() + off[1] * mk, s_.trans_a, b.data() + off[2] * kn,
-             s_.trans_b, c.data() + off[0] * mn);
+        product(s_.m, a.data() + off[1] * mk, off[2], c.data() + off[0] * mn);
       ParallelFor(total / std::max<int64_t>(s_.n, 1), 8 * s_.n, epilogue);
     }
     c.Finish();
@@ -100,6 +115,27 @@ class MatMulKernel : public Kernel {
   }
 
  private:
+  // Every matrix of B in GemmPackedB's panels, kept while B's version holds: packed by the first
+  // run (once per weight update for a cached conversion), read by the runs after it.
+  std::shared_ptr<const float[]> PackedB(const void* stored, uint64_t version) const {
+    {
+      std::lock_guard<std::mutex> lock(packed_mu_);
+      if (packed_version_ == version) return packed_;
+    }
+    const FloatIn in(dtype_, stored, b_size_);
+    const float* b = in.data();
+    const int64_t kn = s_.k * s_.n, matrices = b_size_ / std::max<int64_t>(kn, 1);
+    const int64_t size = PackedBFloats(s_.k, s_.n);
+    std::shared_ptr<float[]> packed(new float[std::max<int64_t>(1, matrices * size)]);
+    ParallelFor(matrices, 2 * kn, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) PackB(s_.k, s_.n, b + i * kn, s_.trans_b, packed.get() + i * size);
+    });
+    std::lock_guard<std::mutex> lock(packed_mu_);
+    packed_version_ = version;
+    packed_ = packed;
+    return packed;
+  }
+
   void IntCompute(const KernelArgs& args) const {
     const int64_t mn = s_.m * s_.n;
     std::vector<int64_t> a(a_size_), b(b_size_), c(mn * batches_.size());
@@ -117,6 +153,9 @@ class MatMulKernel : public Kernel {
   int64_t a_size_, b_size_;
   int dtype_;
   Epilogue ep_;
+  mutable std::mutex packed_mu_;                // guards the two below (runs may overlap)
+  mutable uint64_t packed_version_ = 0;
+  mutable std::shared_ptr<const float[]> packed_;
 };
 
 // `fused`: NpuFusedMatMul / NpuFusedBatchMatMul (float only), with the epilogue attributes
