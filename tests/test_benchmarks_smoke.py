@@ -1,12 +1,12 @@
-"""The benchmark harness (benchmarks/run.py, first_step.py, roofline.py) on its smallest model:
-it runs, writes JSON and markdown, and its numbers agree with each other. No timing is asserted:
-only that times exist and add up."""
+"""The benchmark harness (benchmarks/run.py, first_step.py, roofline.py, frozen_inference.py) on
+its smallest model: it runs, writes JSON and markdown, and its numbers agree with each other. No
+timing is asserted: only that times exist and add up."""
 import json
 import math
 
 import pytest
 
-from benchmarks import first_step, report, run
+from benchmarks import first_step, frozen_inference, report, run
 
 ROW_KEYS = {"model", "mode", "batch", "graphs", "nodes_before", "nodes_after", "kernels",
             "transdata", "weight_transdata", "arena_bytes", "lower_bound_bytes", "no_reuse_bytes",
@@ -148,3 +148,19 @@ def test_first_step_update_doc_uses_its_own_markers(tmp_path):
     doc.write_text(text)
     first_step.update_doc("new", str(doc))
     assert doc.read_text() == text.replace("\nold\n", "\nnew\n")
+
+
+def test_frozen_inference(tmp_path):
+    out = str(tmp_path / "frozen")
+    assert frozen_inference.main(["--batches", "3,2", "--repeat", "1", "--out", out]) == 0
+    with open(out + ".json") as f, open(out + ".md") as g:
+        rows, md = json.load(f)["rows"], g.read()
+    assert [r["batch"] for r in rows] == [3, 2]
+    for r in rows:
+        assert r["max_rel_error"] < 1e-5           # the compiled model computes what TF does
+        assert r["npu_us"] > 0 and r["cpu_us"] > 0
+        assert r["npu_median_us"] >= r["npu_us"] and r["cpu_median_us"] >= r["cpu_us"]
+        assert r["ratio"] == pytest.approx(r["cpu_us"] / r["npu_us"])
+        assert frozen_inference.table_line(r) in md
+    with pytest.raises(SystemExit):
+        frozen_inference.main(["--batches", "1,x", "--out", out])
