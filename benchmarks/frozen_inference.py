@@ -6,7 +6,8 @@ the same SavedModel's signature in the same process (no server, no network on ei
 
 A frozen model's weights are constants, so its MatMuls take the packed kernel (B packed at the
 first call and kept: kernels/gemm_packed_impl.h). Per batch size: the best and median of
-`repeat` calls each side, interleaved by rounds, and the best-time ratio CPU/NPU; the NPU's
+`repeat` rounds of 5 calls each side, taking turns by rounds (gemm_bench.timings), and the
+best-time ratio CPU/NPU; the NPU's
 result is checked against TF's.
 """
 import argparse
@@ -14,13 +15,14 @@ import json
 import os
 import sys
 import tempfile
-import time
 
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
+
+from benchmarks import gemm_bench  # noqa: E402
 
 LAYERS = ((784, 512), (512, 256), (256, 10))
 
@@ -61,19 +63,10 @@ def bench(saved, batch, repeat, workdir):
     with tf.device("/CPU:0"):
         signature = tf.saved_model.load(saved).signatures["serving_default"]
         xt = tf.constant(x)
-    calls = {"npu": lambda: session.run({"x": x})["y"],
+    calls = {"npu": lambda: session.run({"x": x})["y"],       # the first call packs the weights
              "cpu": lambda: signature(x=xt)["y"].numpy()}
     want, got = calls["cpu"](), calls["npu"]()
-    times = {side: [] for side in calls}
-    for _ in range(3):                       # warm-up: the first call packs the weights
-        for call in calls.values():
-            call()
-    for _ in range(repeat):                  # rounds of 5 calls a side (see gemm_bench)
-        for side, call in calls.items():
-            for _ in range(5):
-                start = time.perf_counter()
-                call()
-                times[side].append(time.perf_counter() - start)
+    times = dict(zip(calls, gemm_bench.timings(list(calls.values()), repeat, run=5)))
     session.close()
     best = {side: min(t) for side, t in times.items()}
     return {"batch": batch, "max_rel_error": float(np.abs(got - want).max() / np.abs(want).max()),

@@ -43,8 +43,8 @@ SHAPES = [
 
 
 def npu_model(m, n, k, trans_a, trans_b, reps, rng):
-    """A model of `reps` MatMul kernels C_i = A @ B_i, A and the B_i constants (resident, as
-    TF's operands are), and A."""
+    """A model of `reps` MatMul kernels C_i = A @ B_i, A and the B_i its constants (resident, as
+    TF's operands are)."""
     from graph_engine.compiler import model_format as mf
     blob, values, kernels = bytearray(), [], []
 
@@ -56,24 +56,22 @@ def npu_model(m, n, k, trans_a, trans_b, reps, rng):
 
     values.append(mf.Value(1, (m, n), 4 * m * n, mf.Kind.ARENA, 0))
     values.append(mf.Value(1, (m, n), 4 * m * n, mf.Kind.OUTPUT, 0))
-    a = rng.standard_normal((k, m) if trans_a else (m, k)).astype(np.float32)
-    a_id = const(a)
+    a_id = const(rng.standard_normal((k, m) if trans_a else (m, k)).astype(np.float32))
     for i in range(reps):
         b_id = const(rng.standard_normal((n, k) if trans_b else (k, n)).astype(np.float32))
         out = 1 if i == reps - 1 else 0      # earlier products go to one scratch arena value
         kernels.append(mf.Kernel("MatMul", f"matmul_{i}", [a_id, b_id], [out],
                                  {"transpose_a": trans_a, "transpose_b": trans_b}))
-    model = mf.Model(name="gemm", values=values, kernels=kernels, inputs=[], outputs=[1],
-                     arena_bytes=4 * m * n, const_blob=bytes(blob))
-    return model, a
+    return mf.Model(name="gemm", values=values, kernels=kernels, inputs=[], outputs=[1],
+                    arena_bytes=4 * m * n, const_blob=bytes(blob))
 
 
-def best_seconds(calls, repeat, run=3):
-    """Per call, the fastest of `repeat` rounds of `run` timings each; the sides take turns by
-    rounds, so both see the same load from other processes on a shared machine, while the
-    first timing of each round is the one after the other library's: TF's threads, and the
-    NPU's, keep spinning for a while after their work and take the cores from the next call
-    (on 2 vCPUs, alternating every call timed 784x512x64 A^T B at 2x its time)."""
+def timings(calls, repeat, run=3):
+    """Per call, every timing of `repeat` rounds of `run` calls each (after one warm-up call);
+    the sides take turns by rounds, so both see the same load from other processes on a shared
+    machine, while the first timing of each round is the one after the other library's: TF's
+    threads, and the NPU's, keep spinning for a while after their work and take the cores from
+    the next call (on 2 vCPUs, alternating every call timed 784x512x64 A^T B at 2x its time)."""
     times = [[] for _ in calls]
     for call in calls:
         call()                                   # warm-up
@@ -83,7 +81,12 @@ def best_seconds(calls, repeat, run=3):
                 start = time.perf_counter()
                 call()
                 t.append(time.perf_counter() - start)
-    return [min(t) for t in times]
+    return times
+
+
+def best_seconds(calls, repeat):
+    """Per call, the fastest of its timings()."""
+    return [min(t) for t in timings(calls, repeat)]
 
 
 def bench(m, n, k, trans_a, trans_b, reps, repeat):
@@ -91,8 +94,9 @@ def bench(m, n, k, trans_a, trans_b, reps, repeat):
     from graph_engine.compiler import model_format as mf
     from npu_device import _C
     rng = np.random.default_rng(0)
-    model, a = npu_model(m, n, k, trans_a, trans_b, reps, rng)
+    model = npu_model(m, n, k, trans_a, trans_b, reps, rng)
     loaded = _C.load_model(mf.serialize(model))
+    a = model.const_array(model.kernels[0].inputs[0])
     bs = [model.const_array(kern.inputs[1]) for kern in model.kernels]
     with tf.device("/device:CPU:0"):
         ta, tbs = tf.constant(a), [tf.constant(b) for b in bs]

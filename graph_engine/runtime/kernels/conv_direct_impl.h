@@ -25,12 +25,6 @@ struct Direct {
   static constexpr int64_t kPrefetchRows = 16;
   static constexpr int64_t kPanelMinRows = 128;   // fewer rows: L2 serves them as fast (below)
 
-  static Vec Broadcast(float x) {
-    Vec v;
-    for (int i = 0; i < W; ++i) v[i] = x;
-    return v;
-  }
-
   // A register tile: R rows of NV vectors, rows ld floats apart in memory.
   template <int R, int NV>
   static void LoadTile(Vec (&a)[R][NV], const float* p, int64_t ld) {
@@ -73,7 +67,7 @@ struct Direct {
           for (int v = 0; v < NV; ++v) std::memcpy(&wv[v], wr + v * W, sizeof(Vec));
 #pragma GCC unroll 16
           for (int m = 0; m < MR; ++m) {
-            const Vec x = Broadcast(s[m][j]);
+            const Vec x = Broadcast<Vec>(s[m][j]);
 #pragma GCC unroll 4
             for (int v = 0; v < NV; ++v) a[m][v] += x * wv[v];
           }
@@ -139,7 +133,7 @@ struct Direct {
       for (int v = 0; v < NV; ++v) std::memcpy(&d[v], dy + v * W, sizeof(Vec));
 #pragma GCC unroll 16
       for (int k = 0; k < KC; ++k) {
-        const Vec x = Broadcast(s[off[k]]);
+        const Vec x = Broadcast<Vec>(s[off[k]]);
 #pragma GCC unroll 4
         for (int v = 0; v < NV; ++v) a[k][v] += x * d[v];
       }

@@ -34,12 +34,6 @@ struct Packed {
   // Rows of A a panel serves before the next panel: MC * KC floats of A (512 KiB) stay in L2.
   static constexpr int64_t MC = 512;
 
-  static Vec Broadcast(float x) {
-    Vec v;
-    for (int i = 0; i < W; ++i) v[i] = x;
-    return v;
-  }
-
   // Rows [p0, p0 + kc) of op(B) [k,n] as panels of NR columns, one after another (kc * NR floats
   // each; the last zero-filled past n). op(B) is B or, when trans_b, B's storage [n,k] transposed.
   static void PackB(const float* b, bool trans_b, int64_t n, int64_t k, int64_t p0, int64_t kc,
@@ -72,7 +66,7 @@ struct Packed {
       for (int v = 0; v < NV; ++v) std::memcpy(&bv[v], panel + v * W, sizeof(Vec));
 #pragma GCC unroll 16
       for (int i = 0; i < R; ++i) {
-        const Vec x = Broadcast(s[i][p]);
+        const Vec x = Broadcast<Vec>(s[i][p]);
 #pragma GCC unroll 4
         for (int v = 0; v < NV; ++v) acc[i][v] += x * bv[v];
       }
