@@ -42,9 +42,11 @@ def kernel_isa():
 
 def counters():
     """What the executor really ran: models_loaded, models_run, kernels_executed,
-    conversions_reused (weight conversions skipped because the weight had not changed) and
+    conversions_reused (weight conversions skipped because the weight had not changed),
     kernels_run_concurrently (of kernels_executed, the small independent kernels a model ran
-    beside each other on the runtime's threads)."""
+    beside each other on the runtime's threads) and weights_kept (kernel reads of an input
+    weight unchanged since the model's last run, which the kernel reads in the form it keeps:
+    a MatMul's packed weight matrix)."""
     return _C.counters()
 
 

@@ -337,24 +337,24 @@ def test_concurrent_runs_from_four_threads_match_sequential_runs():
 def test_counters_count_loads_runs_and_kernels():
     C.reset_counters()
     assert C.counters() == {"models_loaded": 0, "models_run": 0, "kernels_executed": 0, "conversions_reused": 0,
-                            "kernels_run_concurrently": 0}
+                            "kernels_run_concurrently": 0, "weights_kept": 0}
     g, _ = mlp_builder()
     model = g.load()
     model.run([random((8, 16))])
     model.run([random((8, 16))])
     assert C.counters() == {"models_loaded": 1, "models_run": 2, "kernels_executed": 10, "conversions_reused": 0,
-                            "kernels_run_concurrently": 0}
+                            "kernels_run_concurrently": 0, "weights_kept": 0}
     failing = division_model()   # Neg completes, FloorDiv fails: one kernel, no run
     with pytest.raises(RuntimeError):
         failing.run([np.ones(4, np.int32), np.zeros(4, np.int32)])
     assert C.counters() == {"models_loaded": 2, "models_run": 2, "kernels_executed": 11, "conversions_reused": 0,
-                            "kernels_run_concurrently": 0}
+                            "kernels_run_concurrently": 0, "weights_kept": 0}
     with pytest.raises(ValueError):
         C.load_model(b"garbage")
     assert C.counters()["models_loaded"] == 2
     C.reset_counters()
     assert C.counters() == {"models_loaded": 0, "models_run": 0, "kernels_executed": 0, "conversions_reused": 0,
-                            "kernels_run_concurrently": 0}
+                            "kernels_run_concurrently": 0, "weights_kept": 0}
 
 
 def scheduled(load, run, groups, runs, attempts=5):

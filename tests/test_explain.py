@@ -105,7 +105,7 @@ def test_log_compile_summary(caplog):
 def test_counters_count_what_the_sim_ran():
     c = npu_device.counters()
     assert set(c) == {"models_loaded", "models_run", "kernels_executed", "conversions_reused",
-                      "kernels_run_concurrently"}
+                      "kernels_run_concurrently", "weights_kept"}
     f = tf.function(lambda x: tf.nn.tanh(x) - 1.0)
     with tf.device(NPU):
         x = tf.constant(X)

@@ -155,3 +155,66 @@ def test_fit_with_validation_then_predict_matches_the_cpu_with_the_trained_weigh
         assert reused() > start                   # validation batches reused conversions
         got = model.predict(x, batch_size=16, verbose=0)
     np.testing.assert_allclose(got, cpu_reference(model, x), rtol=1e-4, atol=1e-4)
+
+
+def mlp(seed=0):
+    """K of 300 and 200 with 40 rows: both products take the packed-weight path."""
+    keras.utils.set_random_seed(seed)
+    return keras.Sequential([keras.Input((300,)), keras.layers.Dense(200, activation="relu"),
+                             keras.layers.Dense(10)])
+
+
+def kept():
+    return runtime.counters()["weights_kept"]
+
+
+@pytest.mark.parametrize("write", ["assign", "assign_add", "optimizer"])
+def test_dense_weights_are_packed_once_and_a_write_is_seen(write):
+    """A MatMul keeps its weight packed while the executor vouches the variable's buffer
+    unchanged: from the second call on, each product reads the kept panels; a write gives the
+    variable a new buffer, so the next call reads it as stored, then packs it again."""
+    x = np.random.default_rng(5).standard_normal((40, 300)).astype(np.float32)
+    with tf.device(NPU):
+        model = mlp(seed=6)
+        infer = tf.function(lambda t: model(t, training=False))
+        first = check(model, infer, x)
+        start = kept()
+        again = [infer(x).numpy() for _ in range(3)]
+        assert kept() - start == 3 * 2                    # both weights, every call
+        for y in again:
+            np.testing.assert_allclose(y, first, rtol=1e-5, atol=1e-5)
+        kernel = model.layers[0].kernel
+        if write == "assign":
+            kernel.assign(kernel * -1.5)
+        elif write == "assign_add":
+            kernel.assign_add(tf.fill(kernel.shape, 0.05))
+        else:
+            keras.optimizers.SGD(0.5).apply_gradients([(tf.ones_like(kernel), kernel)])
+        start = kept()
+        after = check(model, infer, x)
+        assert kept() - start == 1                        # the other layer's weight held
+        assert not np.allclose(after, first)
+        check(model, infer, x)                            # packed again
+        assert kept() - start == 1 + 2
+
+
+def test_training_keeps_no_weight_and_predict_after_fit_sees_the_trained_weights():
+    """A training step updates its weights (in place where it can): none is versioned, so
+    nothing is packed per step; predict after fit reads the trained weights, packed."""
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((75, 300)).astype(np.float32)     # 75: partial last batch
+    y = rng.integers(0, 10, 75)
+    with tf.device(NPU):
+        model = mlp(seed=8)
+        model.compile(keras.optimizers.Adam(0.01),
+                      keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        start = kept()
+        model.fit(x, y, batch_size=16, epochs=2, verbose=0)
+        assert kept() == start
+        for _ in range(2):
+            got = model.predict(x, batch_size=40, verbose=0)
+            np.testing.assert_allclose(got, cpu_reference(model, x), rtol=1e-4, atol=1e-4)
+        assert kept() > start                             # the second predict's batches
+        model.fit(x, y, batch_size=16, epochs=1, verbose=0)
+        got = model.predict(x, batch_size=40, verbose=0)
+    np.testing.assert_allclose(got, cpu_reference(model, x), rtol=1e-4, atol=1e-4)

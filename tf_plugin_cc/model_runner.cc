@@ -313,7 +313,7 @@ absl::Status RunModel(tensorflow::OpKernelContext* ctx, npu::CompiledModel& mode
   npurtStream stream = nullptr;
   absl::Status s = ComputeStream(ctx, &stream);
   if (!s.ok()) return s;
-  // Inputs the model converts into cached values (weights into FILTER_KN) get an owner: a
+  // Inputs the model converts into cached values or keeps packed (weights) get an owner: a
   // reference to the tensor. While the model holds it, TF's writers (variable updates copy a
   // buffer a reader shares; kernels forward only unshared buffers) leave these bytes alone and
   // nothing reallocates them, so the same buffer on the next run means the same weights.

@@ -258,7 +258,8 @@ void RegisterModel(py::module_& m) {
     d["kernels_executed"] = c.kernels_executed;
     d["conversions_reused"] = c.conversions_reused;
     d["kernels_run_concurrently"] = c.kernels_run_concurrently;
+    d["weights_kept"] = c.weights_kept;
     return d;
-  }, "Executor counters: models_loaded, models_run, kernels_executed, conversions_reused, kernels_run_concurrently");
+  }, "Executor counters: models_loaded, models_run, kernels_executed, conversions_reused, kernels_run_concurrently, weights_kept");
   m.def("reset_counters", &npurtResetCounters, "Sets the executor counters to zero");
 }

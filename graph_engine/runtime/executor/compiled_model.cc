@@ -8,6 +8,9 @@
 // in a region of the model that outlasts a run: the steps that write them are skipped while the
 // inputs they read are the buffers of the last successful run and the caller holds an owner of
 // each (a promise the bytes did not change). Runs of such a model take turns on that region.
+// An input a kernel keeps its own form of (Kernel::KeepsFromInput: a MatMul's packed weight)
+// is vouched for the same way and gets a version (KernelArgs::versions) once its buffer comes
+// back unchanged: a weight written between every two runs (training) is never repacked per run.
 //
 // Observers (npurt/observer.h: tensor dumps, profilers) see every kernel step of the runs they
 // watch, in sequence; with none registered, Execute is the plain loop after one relaxed atomic
@@ -148,12 +151,13 @@ class Model : public CompiledModel {
     uint64_t step = 0;                     // runs of this model before this one
     npurtStream stream = nullptr;
     std::vector<char> skip;                // per step: its cached values are still valid
+    uint64_t versions_held = 0;            // versioned operands whose input came back unchanged
     const std::vector<void*>* outputs = nullptr;   // the caller's output buffers
     // The schedule of the timed runs if it runs steps at once and the buffers allow that.
     std::shared_ptr<const Schedule> schedule;
     Status status;
   };
-  // Which cached steps this run may skip (cache_mu_ held).
+  // Which cached steps this run may skip, and the versions of versioned inputs (cache_mu_ held).
   void PlanCachedSteps(const std::vector<const void*>& inputs,
                        const std::vector<InputOwner>* owners, RunState& s);
   // After the run (cache_mu_ held): what the cached region now holds is valid for these inputs
@@ -179,6 +183,8 @@ class Model : public CompiledModel {
   // Copies the outputs the kernels did not write in place from where they live.
   static void CopyOutputs(RunState& s);
   void FindCachedInputs(const ModelDef& def);
+  void FindVersionedInputs();
+  bool TracksInputs() const { return has_cached_steps_ || !versioned_operands_.empty(); }
 
   std::string name_, metadata_;
   std::vector<TensorDesc> inputs_, outputs_;
@@ -203,6 +209,10 @@ class Model : public CompiledModel {
   // cached value's is renumbered in each run that computes it (Run, cache_mu_ held).
   std::vector<uint64_t> operand_versions_;
   uint64_t last_version_ = 1;
+  // Operands (flat index, graph input) that read a versioned input; each input's version, 0
+  // until its buffer came back unchanged (cache_mu_ held).
+  std::vector<std::pair<size_t, uint32_t>> versioned_operands_;
+  std::vector<uint64_t> input_versions_;
   // Per step the shortest time of a timed run (ns); the schedule, once kTimedRuns are timed.
   std::unique_ptr<std::atomic<int64_t>[]> step_ns_;
   mutable std::atomic<uint64_t> timed_runs_{0};
@@ -270,6 +280,7 @@ Status Model::Init(const ModelDef& def, int32_t device) {
   }
 
   FindCachedInputs(def);
+  FindVersionedInputs();
   FindSpans(def);
   for (uint32_t id : in_ids_) operand_versions_.push_back(values_[id].kind == ValueKind::kConst ? 1 : 0);
   if (cached_bytes_ > 0) {
@@ -438,13 +449,39 @@ bool Model::BuffersAsPlanned(const std::vector<const void*>& inputs,
   return true;
 }
 
+// An input the model updates (an output over it) changes every run, and an owner the model
+// kept would stop the caller from writing it in place: never versioned.
+void Model::FindVersionedInputs() {
+  std::vector<char> updated(inputs_.size(), 0);
+  for (int32_t in : output_over_input_)
+    if (in >= 0) updated[in] = 1;
+  for (const Step& step : steps_)
+    for (size_t j = 0; j < step.n_in; ++j) {
+      const ValueDef& v = values_[in_ids_[step.in_begin + j]];
+      if (v.kind == ValueKind::kInput && !updated[v.where] && step.impl->KeepsFromInput(static_cast<int>(j)))
+        versioned_operands_.emplace_back(step.in_begin + j, static_cast<uint32_t>(v.where));
+    }
+  if (versioned_operands_.empty()) return;
+  input_versions_.assign(inputs_.size(), 0);
+  for (const auto& operand : versioned_operands_) cached_inputs_.push_back(operand.second);
+  std::sort(cached_inputs_.begin(), cached_inputs_.end());
+  cached_inputs_.erase(std::unique(cached_inputs_.begin(), cached_inputs_.end()), cached_inputs_.end());
+}
+
 void Model::PlanCachedSteps(const std::vector<const void*>& inputs,
                             const std::vector<InputOwner>* owners, RunState& s) {
   s.skip.assign(steps_.size(), 0);
-  if (!cached_valid_ || owners == nullptr || owners->size() != inputs.size()) return;
+  const bool vouched = cached_valid_ && owners != nullptr && owners->size() == inputs.size();
   std::vector<char> unchanged(inputs.size(), 0);
   for (uint32_t i : cached_inputs_)
-    unchanged[i] = (*owners)[i] != nullptr && held_[i] != nullptr && inputs[i] == held_buffers_[i];
+    unchanged[i] = vouched && (*owners)[i] != nullptr && held_[i] != nullptr && inputs[i] == held_buffers_[i];
+  for (const auto& [operand, in] : versioned_operands_) {
+    uint64_t& version = input_versions_[in];
+    version = !unchanged[in] ? 0 : version != 0 ? version : ++last_version_;
+    operand_versions_[operand] = version;
+    s.versions_held += version != 0;
+  }
+  if (!vouched) return;
   for (size_t i = 0; i < steps_.size(); ++i) {
     const Step& step = steps_[i];
     if (!step.cached) continue;
@@ -638,7 +675,7 @@ Status Model::Run(npurtStream stream, const std::vector<const void*>& inputs,
 
   std::unique_lock<std::mutex> cache_lock(cache_mu_, std::defer_lock);
   RunState state;
-  if (has_cached_steps_) {
+  if (TracksInputs()) {
     cache_lock.lock();
     PlanCachedSteps(inputs, owners, state);
   }
@@ -689,9 +726,12 @@ Status Model::Run(npurtStream stream, const std::vector<const void*>& inputs,
   CountKernelsExecuted(state.executed);
   CountKernelsConcurrent(state.concurrent);
   if (status.ok()) status = state.status;
-  if (has_cached_steps_) {
+  if (TracksInputs()) {
     KeepCachedInputs(inputs, owners, status.ok());
-    if (status.ok()) CountConversionsReused(std::count(state.skip.begin(), state.skip.end(), 1));
+    if (status.ok()) {
+      CountConversionsReused(std::count(state.skip.begin(), state.skip.end(), 1));
+      CountWeightsKept(state.versions_held);
+    }
   }
   if (status.ok()) CountModelRun();
   return status;

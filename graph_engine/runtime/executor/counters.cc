@@ -7,7 +7,7 @@
 namespace npu {
 namespace {
 
-std::atomic<uint64_t> g_loaded{0}, g_run{0}, g_kernels{0}, g_reused{0}, g_concurrent{0};
+std::atomic<uint64_t> g_loaded{0}, g_run{0}, g_kernels{0}, g_reused{0}, g_concurrent{0}, g_kept{0};
 
 }  // namespace
 
@@ -16,6 +16,7 @@ void CountKernelsExecuted(uint64_t n) { g_kernels.fetch_add(n, std::memory_order
 void CountModelRun() { g_run.fetch_add(1, std::memory_order_relaxed); }
 void CountConversionsReused(uint64_t n) { g_reused.fetch_add(n, std::memory_order_relaxed); }
 void CountKernelsConcurrent(uint64_t n) { g_concurrent.fetch_add(n, std::memory_order_relaxed); }
+void CountWeightsKept(uint64_t n) { g_kept.fetch_add(n, std::memory_order_relaxed); }
 
 }  // namespace npu
 
@@ -28,6 +29,7 @@ void npurtGetCounters(npurtCounters* counters) {
   counters->kernels_executed = npu::g_kernels.load(std::memory_order_relaxed);
   counters->conversions_reused = npu::g_reused.load(std::memory_order_relaxed);
   counters->kernels_run_concurrently = npu::g_concurrent.load(std::memory_order_relaxed);
+  counters->weights_kept = npu::g_kept.load(std::memory_order_relaxed);
 }
 
 void npurtResetCounters(void) {
@@ -36,6 +38,7 @@ void npurtResetCounters(void) {
   npu::g_kernels.store(0);
   npu::g_reused.store(0);
   npu::g_concurrent.store(0);
+  npu::g_kept.store(0);
 }
 
 }  // extern "C"

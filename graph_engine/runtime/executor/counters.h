@@ -11,6 +11,7 @@ void CountKernelsExecuted(uint64_t n);    // kernels that completed, whether or 
 void CountModelRun();                     // a Run completed without error
 void CountConversionsReused(uint64_t n);  // cached steps a Run skipped (their values were valid)
 void CountKernelsConcurrent(uint64_t n);  // of the kernels executed, those run beside others
+void CountWeightsKept(uint64_t n);        // kernel reads of an unchanged input it keeps a form of
 
 }  // namespace npu
 

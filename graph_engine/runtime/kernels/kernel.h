@@ -89,6 +89,9 @@ class Kernel {
   // True when Compute rejects bad input values (an index out of range) even for an empty
   // result: the executor runs it then instead of skipping it (its outputs may be null).
   virtual bool ChecksValues() const { return false; }
+  // True when Compute keeps what it derives from input `i` while the input's version holds
+  // (KernelArgs::versions): the executor then versions a graph input read there.
+  virtual bool KeepsFromInput(int /*i*/) const { return false; }
 };
 
 using KernelFactory = std::function<Status(const KernelDef&, std::unique_ptr<Kernel>*)>;

@@ -59,6 +59,10 @@ class MatMulKernel : public Kernel {
                int64_t b_size, int dtype, Epilogue ep)
       : s_(s), batches_(std::move(batches)), a_size_(a_size), b_size_(b_size), dtype_(dtype), ep_(ep) {}
 
+  bool KeepsFromInput(int i) const override {
+    return i == 1 && IsFloatStorage(dtype_) && !s_.trans_a && PrefersPackedB(s_.m, s_.n, s_.k);
+  }
+
   Status Compute(const KernelArgs& args) const override {
     if (!IsFloatStorage(dtype_)) {
       IntCompute(args);
@@ -66,11 +70,10 @@ class MatMulKernel : public Kernel {
     }
     const int64_t mn = s_.m * s_.n, mk = s_.m * s_.k, kn = s_.k * s_.n;
     FloatIn a(dtype_, args.in(0), a_size_);
-    // A B that holds from run to run (a constant weight) is kept packed for the GEMM's tiles,
+    // A B that holds from run to run (a constant or unchanged weight) is kept packed for the GEMM's tiles,
     // so its products skip that copy (see PackedB); any other is read as stored.
     std::shared_ptr<const float[]> packed;
-    if (args.version(1) != 0 && !s_.trans_a && PrefersPackedB(s_.m, s_.n, s_.k))
-      packed = PackedB(args.in(1), args.version(1));
+    if (args.version(1) != 0 && KeepsFromInput(1)) packed = PackedB(args.in(1), args.version(1));
     std::unique_ptr<FloatIn> b;
     if (!packed) b = std::make_unique<FloatIn>(dtype_, args.in(1), b_size_);
     const int64_t total = mn * static_cast<int64_t>(batches_.size());

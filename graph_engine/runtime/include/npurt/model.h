@@ -59,7 +59,9 @@ class NPURT_API CompiledModel {
   // model updates can so be written in place.
   virtual const std::vector<int32_t>& output_over_input() const = 0;
 
-  // Inputs the model converts into CACHED values (weights into the NPU's formats), ascending.
+  // Inputs the model converts into CACHED values (weights into the NPU's formats), or whose own
+  // form a kernel keeps while they hold (a MatMul's packed weight), ascending: callers pass an
+  // owner for each so that an unchanged weight is not converted or packed again.
   virtual const std::vector<uint32_t>& cached_inputs() const = 0;
 
   // The groups of kernel steps (indices into kernel_names()) that runs execute at once: empty

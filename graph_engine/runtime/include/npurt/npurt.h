@@ -154,6 +154,7 @@ typedef struct {
   uint64_t kernels_executed;
   uint64_t conversions_reused;   // conversions into cached values skipped: already converted
   uint64_t kernels_run_concurrently;   // of kernels_executed, those run beside others of their model
+  uint64_t weights_kept;   // kernel reads of an unchanged input weight it keeps its own form of (packed)
 } npurtCounters;
 NPURT_API void npurtGetCounters(npurtCounters* counters);
 NPURT_API void npurtResetCounters(void);
