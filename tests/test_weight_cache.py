@@ -198,6 +198,21 @@ def test_dense_weights_are_packed_once_and_a_write_is_seen(write):
         assert kept() - start == 1 + 2
 
 
+def test_eager_ops_vouch_for_no_packed_weight():
+    """An eager op's model serves every caller of its signature (two layers of one shape): it
+    never holds their weights, so eager updates stay in place."""
+    x = np.random.default_rng(9).standard_normal((40, 300)).astype(np.float32)
+    with tf.device(NPU):
+        model = mlp(seed=10)
+        start = kept()
+        for _ in range(3):
+            got = model(x).numpy()
+        model.layers[0].kernel.assign_add(tf.fill(model.layers[0].kernel.shape, 0.01))
+        got = model(x).numpy()
+    assert kept() == start
+    np.testing.assert_allclose(got, cpu_reference(model, x), rtol=1e-4, atol=1e-4)
+
+
 def test_training_keeps_no_weight_and_predict_after_fit_sees_the_trained_weights():
     """A training step updates its weights (in place where it can): none is versioned, so
     nothing is packed per step; predict after fit reads the trained weights, packed."""

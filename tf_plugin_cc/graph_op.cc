@@ -142,7 +142,7 @@ class NpuGraphOp : public tensorflow::OpKernel {
       for (size_t o = 0; o < write_over.size(); ++o)
         if (write_over[o] >= 0 && (o >= allowed.size() || allowed[o] != write_over[o])) write_over[o] = -1;
     }
-    if (s.ok()) s = RunModel(ctx, *model, data, any_over ? &write_over : nullptr);
+    if (s.ok()) s = RunModel(ctx, *model, data, any_over ? &write_over : nullptr, /*packed=*/true);
     OP_REQUIRES_OK(ctx, Named(s));
   }
 

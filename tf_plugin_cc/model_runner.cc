@@ -224,7 +224,7 @@ bool InputInHostMemory(tensorflow::OpKernelContext* ctx, int i) {
 
 absl::Status RunModel(tensorflow::OpKernelContext* ctx, npu::CompiledModel& model,
                       const std::vector<const Tensor*>& inputs,
-                      const std::vector<int>* write_over) {
+                      const std::vector<int>* write_over, bool packed) {
   const auto& in_desc = model.inputs();
   const auto& out_desc = model.outputs();
   if (in_desc.size() != inputs.size() || out_desc.size() != static_cast<size_t>(ctx->num_outputs())) {
@@ -313,14 +313,17 @@ absl::Status RunModel(tensorflow::OpKernelContext* ctx, npu::CompiledModel& mode
   npurtStream stream = nullptr;
   absl::Status s = ComputeStream(ctx, &stream);
   if (!s.ok()) return s;
-  // Inputs the model converts into cached values or keeps packed (weights) get an owner: a
+  // Inputs the model converts into cached values, or keeps packed (`packed`), get an owner: a
   // reference to the tensor. While the model holds it, TF's writers (variable updates copy a
   // buffer a reader shares; kernels forward only unshared buffers) leave these bytes alone and
   // nothing reallocates them, so the same buffer on the next run means the same weights.
   std::vector<npu::CompiledModel::InputOwner> owners;
-  if (!model.cached_inputs().empty()) {
+  const std::vector<uint32_t> none;
+  const std::vector<uint32_t>& packed_inputs = packed ? model.packed_inputs() : none;
+  if (!model.cached_inputs().empty() || !packed_inputs.empty()) {
     owners.resize(inputs.size());
-    for (uint32_t i : model.cached_inputs()) owners[i] = std::make_shared<const Tensor>(*inputs[i]);
+    for (const auto* list : {&model.cached_inputs(), &packed_inputs})
+      for (uint32_t i : *list) owners[i] = std::make_shared<const Tensor>(*inputs[i]);
   }
   npu::Status ran = model.Run(stream, in_ptrs, out_ptrs, owners.empty() ? nullptr : &owners);
   if (!ran.ok()) return ErrorStatus(absl::StrCat("running '", model.name(), "' on the NPU"), ran);

@@ -70,9 +70,11 @@ bool InputInHostMemory(tensorflow::OpKernelContext* ctx, int i);
 // declares in host memory go through a device buffer and are copied back. `write_over`, if
 // given, has per output the input whose buffer becomes that output (-1: a new buffer); the
 // model must allow each (CompiledModel::output_over_input) and the caller own the buffer.
+// `packed`: also vouch for the inputs the model keeps packed (a graph's NpuGraphOp, whose
+// weights come back run after run; not an eager op's model, which its op's callers share).
 absl::Status RunModel(tensorflow::OpKernelContext* ctx, npu::CompiledModel& model,
                       const std::vector<const tensorflow::Tensor*>& inputs,
-                      const std::vector<int>* write_over = nullptr);
+                      const std::vector<int>* write_over = nullptr, bool packed = false);
 
 // The NPU index of the kernel's device ("/device:NPU:1" -> 1).
 int DeviceIndex(tensorflow::DeviceBase* device);

@@ -25,6 +25,7 @@
 // kernels::RunConcurrently. Kernels that small barely use a second thread themselves, so two of
 // them side by side finish sooner than one after the other (an LSTM gradient's four products).
 #include <algorithm>
+#include <iterator>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -122,6 +123,7 @@ class Model : public CompiledModel {
   const std::string& metadata() const override { return metadata_; }
   uint64_t arena_bytes() const override { return arena_bytes_; }
   const std::vector<uint32_t>& cached_inputs() const override { return cached_inputs_; }
+  const std::vector<uint32_t>& packed_inputs() const override { return packed_inputs_; }
   const std::vector<int32_t>& output_over_input() const override { return output_over_input_; }
   std::vector<std::vector<uint32_t>> concurrent_groups() const override {
     std::vector<std::vector<uint32_t>> groups;
@@ -152,6 +154,7 @@ class Model : public CompiledModel {
     npurtStream stream = nullptr;
     std::vector<char> skip;                // per step: its cached values are still valid
     uint64_t versions_held = 0;            // versioned operands whose input came back unchanged
+    const uint64_t* versions = nullptr;    // KernelArgs::versions per flat input operand
     const std::vector<void*>* outputs = nullptr;   // the caller's output buffers
     // The schedule of the timed runs if it runs steps at once and the buffers allow that.
     std::shared_ptr<const Schedule> schedule;
@@ -184,7 +187,10 @@ class Model : public CompiledModel {
   static void CopyOutputs(RunState& s);
   void FindCachedInputs(const ModelDef& def);
   void FindVersionedInputs();
-  bool TracksInputs() const { return has_cached_steps_ || !versioned_operands_.empty(); }
+  // Whether a run plans with the cached region and the versions (and so takes turns).
+  bool TracksInputs(const std::vector<InputOwner>* owners) const {
+    return has_cached_steps_ || (owners != nullptr && !versioned_operands_.empty());
+  }
 
   std::string name_, metadata_;
   std::vector<TensorDesc> inputs_, outputs_;
@@ -198,7 +204,8 @@ class Model : public CompiledModel {
   // Cached values: their region, the steps' inputs, and the owners and buffers of the last run.
   uint64_t cached_bytes_ = 0;
   bool has_cached_steps_ = false;
-  std::vector<uint32_t> cached_inputs_;
+  std::vector<uint32_t> cached_inputs_, packed_inputs_;
+  std::vector<uint32_t> vouched_inputs_;   // both, ascending: the owners a run may hand over
   std::vector<int32_t> output_over_input_;
   std::mutex cache_mu_;
   void* cached_dev_ = nullptr;
@@ -208,6 +215,7 @@ class Model : public CompiledModel {
   // KernelArgs::versions per flat input operand: 1 for constants, 0 for per-run values; a
   // cached value's is renumbered in each run that computes it (Run, cache_mu_ held).
   std::vector<uint64_t> operand_versions_;
+  std::vector<uint64_t> load_versions_;   // the same at load (constants only): runs without owners
   uint64_t last_version_ = 1;
   // Operands (flat index, graph input) that read a versioned input; each input's version, 0
   // until its buffer came back unchanged (cache_mu_ held).
@@ -283,6 +291,7 @@ Status Model::Init(const ModelDef& def, int32_t device) {
   FindVersionedInputs();
   FindSpans(def);
   for (uint32_t id : in_ids_) operand_versions_.push_back(values_[id].kind == ValueKind::kConst ? 1 : 0);
+  load_versions_ = operand_versions_;
   if (cached_bytes_ > 0) {
     // Not cleared: the reader checked that every cached value is written before it is read, and
     // the first run's conversions fault the pages in on the pool's threads (clearing 100 MB
@@ -461,11 +470,12 @@ void Model::FindVersionedInputs() {
       if (v.kind == ValueKind::kInput && !updated[v.where] && step.impl->KeepsFromInput(static_cast<int>(j)))
         versioned_operands_.emplace_back(step.in_begin + j, static_cast<uint32_t>(v.where));
     }
-  if (versioned_operands_.empty()) return;
+  for (const auto& operand : versioned_operands_) packed_inputs_.push_back(operand.second);
+  std::sort(packed_inputs_.begin(), packed_inputs_.end());
+  packed_inputs_.erase(std::unique(packed_inputs_.begin(), packed_inputs_.end()), packed_inputs_.end());
+  std::set_union(cached_inputs_.begin(), cached_inputs_.end(), packed_inputs_.begin(), packed_inputs_.end(),
+                 std::back_inserter(vouched_inputs_));
   input_versions_.assign(inputs_.size(), 0);
-  for (const auto& operand : versioned_operands_) cached_inputs_.push_back(operand.second);
-  std::sort(cached_inputs_.begin(), cached_inputs_.end());
-  cached_inputs_.erase(std::unique(cached_inputs_.begin(), cached_inputs_.end()), cached_inputs_.end());
 }
 
 void Model::PlanCachedSteps(const std::vector<const void*>& inputs,
@@ -473,7 +483,7 @@ void Model::PlanCachedSteps(const std::vector<const void*>& inputs,
   s.skip.assign(steps_.size(), 0);
   const bool vouched = cached_valid_ && owners != nullptr && owners->size() == inputs.size();
   std::vector<char> unchanged(inputs.size(), 0);
-  for (uint32_t i : cached_inputs_)
+  for (uint32_t i : vouched_inputs_)
     unchanged[i] = vouched && (*owners)[i] != nullptr && held_[i] != nullptr && inputs[i] == held_buffers_[i];
   for (const auto& [operand, in] : versioned_operands_) {
     uint64_t& version = input_versions_[in];
@@ -496,7 +506,7 @@ void Model::KeepCachedInputs(const std::vector<const void*>& inputs,
   held_.assign(inputs.size(), nullptr);
   held_buffers_.assign(inputs.size(), nullptr);
   if (!ok || owners == nullptr || owners->size() != inputs.size()) return;
-  for (uint32_t i : cached_inputs_) {
+  for (uint32_t i : vouched_inputs_) {
     held_[i] = (*owners)[i];
     held_buffers_[i] = inputs[i];
   }
@@ -516,7 +526,7 @@ Status Model::RunStep(const Step& step, RunState& s) {
 
 Status Model::ComputeStep(const Step& step, const RunState& s) {
   kernels::KernelArgs args{s.in_operands.data() + step.in_begin, s.out_operands.data() + step.out_begin,
-                           s.model->operand_versions_.data() + step.in_begin};
+                           s.versions + step.in_begin};
   kernels::DeterministicScope deterministic(step.deterministic);
   try {
     return step.impl->Compute(args);
@@ -675,7 +685,8 @@ Status Model::Run(npurtStream stream, const std::vector<const void*>& inputs,
 
   std::unique_lock<std::mutex> cache_lock(cache_mu_, std::defer_lock);
   RunState state;
-  if (TracksInputs()) {
+  const bool tracks = TracksInputs(owners);
+  if (tracks) {
     cache_lock.lock();
     PlanCachedSteps(inputs, owners, state);
   }
@@ -714,6 +725,7 @@ Status Model::Run(npurtStream stream, const std::vector<const void*>& inputs,
         operand_versions_[k] = version[in_ids_[k]];
   }
   for (uint32_t id : out_ids_) state.out_operands.push_back(state.values[id]);
+  state.versions = tracks ? operand_versions_.data() : load_versions_.data();
 
   state.outputs = &outputs;
   state.schedule = std::atomic_load(&schedule_);
@@ -726,7 +738,7 @@ Status Model::Run(npurtStream stream, const std::vector<const void*>& inputs,
   CountKernelsExecuted(state.executed);
   CountKernelsConcurrent(state.concurrent);
   if (status.ok()) status = state.status;
-  if (TracksInputs()) {
+  if (tracks) {
     KeepCachedInputs(inputs, owners, status.ok());
     if (status.ok()) {
       CountConversionsReused(std::count(state.skip.begin(), state.skip.end(), 1));

@@ -59,10 +59,14 @@ class NPURT_API CompiledModel {
   // model updates can so be written in place.
   virtual const std::vector<int32_t>& output_over_input() const = 0;
 
-  // Inputs the model converts into CACHED values (weights into the NPU's formats), or whose own
-  // form a kernel keeps while they hold (a MatMul's packed weight), ascending: callers pass an
-  // owner for each so that an unchanged weight is not converted or packed again.
+  // Inputs the model converts into CACHED values (weights into the NPU's formats), ascending.
   virtual const std::vector<uint32_t>& cached_inputs() const = 0;
+  // Inputs a kernel keeps its own form of while they hold (a MatMul's packed weight) and no
+  // output is written over, ascending. An owner for one from the second run with the same
+  // buffer on lets the kernel reuse that form; it also keeps the caller from updating the
+  // weight in place (TF copies a shared buffer first), so give one only where the same weights
+  // come back run after run (a graph's inference), not to a model many callers share.
+  virtual const std::vector<uint32_t>& packed_inputs() const = 0;
 
   // The groups of kernel steps (indices into kernel_names()) that runs execute at once: empty
   // until the runs that time the steps are done (compiled_model.cc says how they are chosen).
