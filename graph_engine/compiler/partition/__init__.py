@@ -2,14 +2,14 @@
 every NPU cluster replaced by one NpuGraphOp node.
 
 Steps: import -> optimizer updates into AssignVariableOp of a value the cluster computes
-(variable_updates.py) -> loop plumbing of CPU-only lists onto the CPU (cpu_lists.py) -> DAG order
-(while-loop back edges set aside) -> control-flow contexts -> per-node classification
-(candidates.py) -> maximal acyclic clusters (clusters.py; those that need nothing of the NPU,
-a loop's counter and condition, are left to TF's host-memory kernels: host_logic.py) ->
-rewrite (rewrite.py; variables a cluster updates in place come in as handles:
-variables_in_place.py) -> report (reports.py). Nodes marked `_npu_preserve` (Grappler's fetch and
-preserved nodes, marked by the plugin) keep their names and stay outside clusters; the mark is
-removed from the output. A graph with nothing (new) to cluster comes back unchanged.
+(variable_updates.py) -> loop plumbing of CPU-only lists onto the CPU (cpu_lists.py) -> function
+results made on the CPU returned from there (cpu_results.py) -> DAG order (while-loop back
+edges set aside) -> control-flow contexts -> per-node classification (candidates.py) -> maximal
+acyclic clusters (clusters.py; those that need nothing of the NPU, a loop's counter and
+condition, are left to TF's host-memory kernels: host_logic.py) -> rewrite (rewrite.py;
+variables a cluster updates in place come in as handles: variables_in_place.py) -> report
+(reports.py). Nodes marked `_npu_preserve` (Grappler's fetch and preserved nodes, marked by
+the plugin) keep their names and stay outside clusters; the mark is removed from the output. A graph with nothing (new) to cluster comes back unchanged.
 
 Each NpuGraphOp carries the options it was partitioned with (attr `options`, so the cluster
 compiles with them) and its identity, attr `cluster_key` (see cluster_key): the TF plugin keys
@@ -24,9 +24,10 @@ from graph_engine.compiler import attrs as attr_util, gc_pause, reports
 from graph_engine.ops.errors import CompileError
 from graph_engine.compiler.graphdef import export_graph_def, import_graph_def
 from graph_engine.compiler.options import or_defaults, to_json
-from graph_engine.compiler.partition import (candidates, cpu_lists, dag, host_logic,
-                                             preserved_reads, rewrite, runtime_slices,
-                                             static_shapes, variable_updates, variables_in_place)
+from graph_engine.compiler.partition import (candidates, cpu_lists, cpu_results, dag,
+                                             host_logic, preserved_reads, rewrite,
+                                             runtime_slices, static_shapes, variable_updates,
+                                             variables_in_place)
 from graph_engine.compiler.partition.clusters import form_clusters
 from graph_engine.compiler.partition.contexts import MIXED, control_contexts
 from graph_engine.compiler.cluster_op import CLUSTER_OPS
@@ -66,6 +67,7 @@ def partition(g, opts=None):
     runtime_slices.rewrite(g)
     variable_updates.rewrite(g)
     moved = cpu_lists.move_to_cpu(g)
+    returned = cpu_results.move_to_cpu(g)
     try:
         topo = dag.order(g)
     except ValueError as e:
@@ -79,6 +81,7 @@ def partition(g, opts=None):
         if ok and any(v.dtype is None for v in n.inputs):
             ok, reason = False, "reads a value of unknown dtype (op unknown to this process)"
         (clusterable.add(n) if ok else reasons.__setitem__(n, reason))
+    reasons.update(dict.fromkeys(returned, cpu_results.REASON))
     # A preserved Const may be fed (TF1 feed_dict): its consumers must read the node itself.
     cloneable = {n for n in topo if n.op == "Const" and candidates.unsupported_reason(n) is None
                  and candidates.PRESERVE_ATTR not in n.attrs}
@@ -123,7 +126,7 @@ def partition(g, opts=None):
         if n.op != "Const":
             cluster_members.setdefault(name, []).append(n.name)
     report = reports.new_report(entries, cluster_members)
-    return bool(clusters or preserved or moved or noops), report
+    return bool(clusters or preserved or moved or returned or noops), report
 
 
 def _rewrite(g, clusters, topo, ctx, cloneable, opts):

@@ -60,7 +60,7 @@ def _keeps_host_elements(ends):
                for n in ends)
 
 
-def _cpu_device(device):
+def cpu_device(device):
     return re.sub(r"device:NPU:\d+", "device:CPU:0", device)
 
 
@@ -103,7 +103,7 @@ def move_to_cpu(g):
             target = list(component)
         else:
             continue
-        device = cpu[0] if cpu else _cpu_device(start.device)
+        device = cpu[0] if cpu else cpu_device(start.device)
         for n in target:
             if n.device != device:
                 n.device = device
