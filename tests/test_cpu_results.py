@@ -1,5 +1,5 @@
 """Function results made on the CPU are returned from the CPU (partition/cpu_results.py): the
-Optional in which Keras' train, test and predict functions return their logs, and any other
+Optional in which Keras' train and test functions return their logs, and any other
 value a CPU op makes, no longer crosses to the NPU and back. Values are checked against TF on
 the CPU; the partition reports say which results moved."""
 import keras

@@ -1,7 +1,7 @@
 """Function results made on the CPU are returned from the CPU.
 
 A function placed on the NPU puts its `_Retval`s there, and the Identity that tf.function ends
-each output with: a value made on the CPU (Keras' train, test and predict functions return their
+each output with: a value made on the CPU (Keras' train and test functions return their
 logs in an Optional made by OptionalFromValue, which has only a CPU kernel) then crosses to the
 NPU inside the function, a variant's components copied one by one, and back when Python reads
 them. Placing those pass-through nodes on the CPU removes both trips: a call of a function
