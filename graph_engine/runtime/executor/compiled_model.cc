@@ -25,11 +25,11 @@
 // kernels::RunConcurrently. Kernels that small barely use a second thread themselves, so two of
 // them side by side finish sooner than one after the other (an LSTM gradient's four products).
 #include <algorithm>
-#include <iterator>
 #include <atomic>
 #include <chrono>
 #include <cstring>
 #include <exception>
+#include <iterator>
 #include <mutex>
 #include <new>
 
