@@ -39,6 +39,12 @@ def cpu_reference(model, x):
         return twin(x, training=False).numpy()
 
 
+def compiled(model):
+    model.compile(keras.optimizers.Adam(0.01),
+                  keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    return model
+
+
 def reused():
     return runtime.counters()["conversions_reused"]
 
@@ -147,9 +153,7 @@ def test_fit_with_validation_then_predict_matches_the_cpu_with_the_trained_weigh
     x = rng.standard_normal((45, 12, 12, 3)).astype(np.float32)   # 45: partial last batch
     y = rng.integers(0, 4, 45)
     with tf.device(NPU):
-        model = cnn(seed=5)
-        model.compile(keras.optimizers.Adam(0.01),
-                      keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        model = compiled(cnn(seed=5))
         start = reused()
         model.fit(x, y, batch_size=8, epochs=3, validation_data=(x[:20], y[:20]), verbose=0)
         assert reused() > start                   # validation batches reused conversions
@@ -220,9 +224,7 @@ def test_training_keeps_no_weight_and_predict_after_fit_sees_the_trained_weights
     x = rng.standard_normal((75, 300)).astype(np.float32)     # 75: partial last batch
     y = rng.integers(0, 10, 75)
     with tf.device(NPU):
-        model = mlp(seed=8)
-        model.compile(keras.optimizers.Adam(0.01),
-                      keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        model = compiled(mlp(seed=8))
         start = kept()
         model.fit(x, y, batch_size=16, epochs=2, verbose=0)
         assert kept() == start

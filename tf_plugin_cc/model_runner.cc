@@ -318,13 +318,13 @@ absl::Status RunModel(tensorflow::OpKernelContext* ctx, npu::CompiledModel& mode
   // buffer a reader shares; kernels forward only unshared buffers) leave these bytes alone and
   // nothing reallocates them, so the same buffer on the next run means the same weights.
   std::vector<npu::CompiledModel::InputOwner> owners;
-  const std::vector<uint32_t> none;
-  const std::vector<uint32_t>& packed_inputs = packed ? model.packed_inputs() : none;
-  if (!model.cached_inputs().empty() || !packed_inputs.empty()) {
-    owners.resize(inputs.size());
-    for (const auto* list : {&model.cached_inputs(), &packed_inputs})
-      for (uint32_t i : *list) owners[i] = std::make_shared<const Tensor>(*inputs[i]);
-  }
+  auto vouch = [&](const std::vector<uint32_t>& list) {
+    if (!list.empty()) owners.resize(inputs.size());
+    for (uint32_t i : list)
+      if (!owners[i]) owners[i] = std::make_shared<const Tensor>(*inputs[i]);
+  };
+  vouch(model.cached_inputs());
+  if (packed) vouch(model.packed_inputs());
   npu::Status ran = model.Run(stream, in_ptrs, out_ptrs, owners.empty() ? nullptr : &owners);
   if (!ran.ok()) return ErrorStatus(absl::StrCat("running '", model.name(), "' on the NPU"), ran);
   for (Staged& o : staged) {

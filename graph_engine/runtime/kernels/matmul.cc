@@ -57,11 +57,10 @@ class MatMulKernel : public Kernel {
   // `batches` holds, per output matrix, the matrix offsets of (out, a, b).
   MatMulKernel(MatMulShape s, std::vector<std::array<int64_t, 3>> batches, int64_t a_size,
                int64_t b_size, int dtype, Epilogue ep)
-      : s_(s), batches_(std::move(batches)), a_size_(a_size), b_size_(b_size), dtype_(dtype), ep_(ep) {}
+      : s_(s), batches_(std::move(batches)), a_size_(a_size), b_size_(b_size), dtype_(dtype), ep_(ep),
+        packs_b_(IsFloatStorage(dtype) && !s.trans_a && PrefersPackedB(s.m, s.n, s.k)) {}
 
-  bool KeepsFromInput(int i) const override {
-    return i == 1 && IsFloatStorage(dtype_) && !s_.trans_a && PrefersPackedB(s_.m, s_.n, s_.k);
-  }
+  bool KeepsFromInput(int i) const override { return i == 1 && packs_b_; }
 
   Status Compute(const KernelArgs& args) const override {
     if (!IsFloatStorage(dtype_)) {
@@ -70,10 +69,10 @@ class MatMulKernel : public Kernel {
     }
     const int64_t mn = s_.m * s_.n, mk = s_.m * s_.k, kn = s_.k * s_.n;
     FloatIn a(dtype_, args.in(0), a_size_);
-    // A B that holds from run to run (a constant or unchanged weight) is kept packed for the GEMM's tiles,
-    // so its products skip that copy (see PackedB); any other is read as stored.
+    // A B that holds from run to run (a constant or unchanged weight) is kept packed for the
+    // GEMM's tiles, so its products skip that copy (see PackedB); any other is read as stored.
     std::shared_ptr<const float[]> packed;
-    if (args.version(1) != 0 && KeepsFromInput(1)) packed = PackedB(args.in(1), args.version(1));
+    if (packs_b_ && args.version(1) != 0) packed = PackedB(args.in(1), args.version(1));
     std::unique_ptr<FloatIn> b;
     if (!packed) b = std::make_unique<FloatIn>(dtype_, args.in(1), b_size_);
     const int64_t total = mn * static_cast<int64_t>(batches_.size());
@@ -119,7 +118,7 @@ class MatMulKernel : public Kernel {
 
  private:
   // Every matrix of B in GemmPackedB's panels, kept while B's version holds: packed by the first
-  // run (once per weight update for a cached conversion), read by the runs after it.
+  // run of each version (once per weight update), read by the runs after it.
   std::shared_ptr<const float[]> PackedB(const void* stored, uint64_t version) const {
     {
       std::lock_guard<std::mutex> lock(packed_mu_);
@@ -156,6 +155,7 @@ class MatMulKernel : public Kernel {
   int64_t a_size_, b_size_;
   int dtype_;
   Epilogue ep_;
+  const bool packs_b_;                          // B is kept packed while its version holds
   mutable std::mutex packed_mu_;                // guards the two below (runs may overlap)
   mutable uint64_t packed_version_ = 0;
   mutable std::shared_ptr<const float[]> packed_;
