@@ -112,6 +112,7 @@ _models_by_cluster = {}                # cluster key -> [ModelEvent]: the plugin
 _fallbacks_by_cluster = {}             # cluster key -> [FailureEvent] (same reason as above)
 _signatures = collections.Counter()    # cluster key -> signatures compiled (or tried)
 _value_signatures = collections.Counter()  # (cluster key, input shapes) -> value signatures
+_first_shapes = {}                      # cluster key -> input shapes of its first signature
 _warned = set()                        # (what, cluster key or node, reason) already warned about
 _fallbacks = 0                         # signatures that could not compile and run on CPU
 _disk_caches = {}                      # op_compiler_cache_dir -> graph_engine DiskCache
@@ -175,6 +176,17 @@ def _warn_once(what, subject, message):
     _log.warning("npu_device: %s", message)
 
 
+def _changed_shapes(first, shapes, most=6):
+    """The inputs whose shapes differ from the cluster's first signature, as text (a cluster
+    of a transformer step has a hundred inputs; the few that vary are the news)."""
+    changed = [f"input {i} {s} (first {f})" for i, (f, s) in enumerate(zip(first, shapes))
+               if f != s]
+    if not changed:
+        return "new values of an input that fixes a shape, at the first signature's shapes"
+    more = f" and {len(changed) - most} more" if len(changed) > most else ""
+    return f"{len(changed)} of {len(shapes)} inputs changed shape: {', '.join(changed[:most])}{more}"
+
+
 def _count_signature(nd, key, shapes, opts):
     """Accounts one new signature of a cluster: the recompile warning, and the bound on
     compiles for values of its run-time shape inputs (raises UnsupportedError past it: the
@@ -184,16 +196,17 @@ def _count_signature(nd, key, shapes, opts):
     with _lock:
         _signatures[key] += 1
         compiled = _signatures[key]
+        first = _first_shapes.setdefault(key, shapes)
         if n_values:
             _value_signatures[key, str(shapes)] += 1
             specializations = _value_signatures[key, str(shapes)]
     if compiled == opts.recompile_warning_threshold + 1:
         _warn_once("recompile", key, (
-            f"NPU cluster {name!r} ({nd.name}) has compiled {compiled} signatures (now for "
-            f"input shapes {shapes}). Each new input shape, or new value of an input that fixes "
-            f"a shape, compiles again; pad inputs to a few shapes (e.g. fixed batch and sequence "
-            f"lengths, drop_remainder=True) to avoid it. Option recompile_warning_threshold "
-            f"sets when this is said."))
+            f"NPU cluster {name!r} ({nd.name}) has compiled {compiled} signatures (now "
+            f"{_changed_shapes(first, shapes)}). Each new input shape, or new value of an input "
+            f"that fixes a shape, compiles again; pad inputs to a few shapes (e.g. fixed batch "
+            f"and sequence lengths, drop_remainder=True) to avoid it. Option "
+            f"recompile_warning_threshold sets when this is said."))
     if n_values and specializations > opts.max_value_specializations:
         raise errors.UnsupportedError(
             f"the values of its {n_values} run-time shape input(s) changed from call to call "
@@ -425,6 +438,7 @@ def compile_stats(reset=False):
             _disk_cache_writes = 0
             _signatures.clear()
             _value_signatures.clear()
+            _first_shapes.clear()
     return stats
 
 

@@ -117,6 +117,8 @@ def test_cache_is_bounded_and_recompiles_are_announced():
     assert s["max_signatures_per_cluster"] == 5, s      # rows=1 was evicted: compiled again
     announced = [m for m in seen if "has compiled 3 signatures" in m]
     assert len(announced) == 1 and "recompile_warning_threshold" in announced[0], seen
+    # names only what changed since the first signature
+    assert "1 of 1 inputs changed shape: input 0 [3, 3] (first [1, 3])" in announced[0], seen
     print("OK")
     """, timeout=TIMEOUT)
     assert r.returncode == 0 and "OK" in r.stdout, r.stdout + r.stderr[-4000:]
