@@ -61,6 +61,13 @@ extern "C" __attribute__((visibility("default"))) void TF_InitKernel() {
   int list_ops = 0;
   s = npu_tf::RegisterListKernels(&list_ops);
   if (!s.ok()) LOG(ERROR) << "NPU plugin: no NPU kernels for bool TensorLists, so they run on CPU: " << s.message();
+  int random_ops = 0;
+  s = npu_tf::RegisterRandomKernels(&random_ops);
+  if (!s.ok()) {
+    LOG(ERROR) << "NPU plugin: no NPU kernel for RngReadAndSkip, so a tf.random.Generator whose "
+                  "state is on the NPU cannot draw numbers: "
+               << s.message();
+  }
   npu_tf::RegisterHostLogicKernels();
   VLOG(1) << "NPU plugin: registered NpuGraphOp, " << registered << " per-op kernels and "
           << resource_ops + variable_ops + training_ops << " resource-variable ops";

@@ -56,6 +56,10 @@ absl::Status RegisterRaggedKernels(int* registered);
 // ops got kernels.
 absl::Status RegisterListKernels(int* registered);
 
+// NPU kernel for RngReadAndSkip, tf.random.Generator's read-and-advance of its state variable
+// (random_ops.cc). Returns how many ops got kernels.
+absl::Status RegisterRandomKernels(int* registered);
+
 // NpuHostLogicalAnd / NpuHostLogicalOr, ops and NPU kernels with every argument in host memory:
 // the partitioner's form of a loop condition's LogicalAnd/Or (host_logic_ops.cc).
 void RegisterHostLogicKernels();
