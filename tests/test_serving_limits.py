@@ -257,6 +257,19 @@ def test_rest_body_limit_is_checked_before_reading(server):
     assert status == 200, body
 
 
+@pytest.mark.timeout(120)    # quadratic, this body took hours; linear, well under a second
+def test_json_depth_check_is_linear_on_unterminated_strings():
+    """A string that never closes, full of escaped quotes, made the depth check's string pattern
+    retry from every quote (a 120 KB body stopped the whole server for 20 s: the GIL is held)."""
+    from npu_device.serving.errors import InvalidArgument
+    from npu_device.serving.limits import check_json_depth
+    with pytest.raises(InvalidArgument, match="nests 20 levels"):
+        check_json_depth(b"[" * 20 + b'"' + b'\\"' * 2_000_000, 16)
+    check_json_depth(b'["\\"' + b"[" * 40 + b'"]', 16)          # brackets in a string
+    with pytest.raises(InvalidArgument, match="nests 41 levels"):    # an escaped backslash
+        check_json_depth(b'["\\\\"' + b"[" * 40 + b"]" * 40 + b"]", 16)
+
+
 def test_rest_values_are_checked_strictly(server):
     cases = [
         ("mlp", {"instances": [[1, None, 3, 4]]}, "null"),

@@ -165,7 +165,11 @@ def _check_count(name, shape, n, count, field):
 
 # ------------------------------------------------------------------ REST: JSON
 
-_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.S)
+# A JSON string, or an unterminated one up to the end: possessive, and never failing once a
+# quote opened it, so one pass takes linear time (a pattern that must find the closing quote
+# retries from every later quote of an unterminated string: quadratic, minutes for a 1 MB body
+# while holding the GIL). The parser never recurses inside a string, terminated or not.
+_STRING = re.compile(rb'"(?:[^"\\]++|\\.)*+"?', re.S)
 _NOT_BRACKET = bytes(c for c in range(256) if c not in b"[]{}")
 _STEP = np.zeros(256, np.int8)
 _STEP[list(b"[{")], _STEP[list(b"]}")] = 1, -1
