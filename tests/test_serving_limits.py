@@ -415,6 +415,54 @@ def test_connection_and_rpc_limits_then_drain_deadline(models):
     assert "deadline cut 1 request(s) short" in s.log_text()
 
 
+def test_requests_that_arrive_too_slowly_are_cut(models):
+    """A client sending a header line now and then (slowloris), and one sending less body than
+    its Content-Length, each hold a worker thread only until --rest_api_request_timeout_seconds:
+    with both threads taken, a good request is still served."""
+    s = Server(models, ["--model_name", "mlp_om", "--model_base_path", str(models / "mlp_om"),
+                        "--rest_api_num_threads", "2", "--rest_api_request_timeout_seconds", "1.5"])
+    stop, cut = threading.Event(), []
+
+    def trickle(first, then):
+        with socket.create_connection((s.rest_host, s.rest_port), timeout=TIMEOUT) as c:
+            c.sendall(first)
+            c.settimeout(0.2)
+            while not stop.is_set():
+                try:
+                    if c.recv(1024) == b"":            # the server closed it
+                        break
+                except socket.timeout:
+                    try:
+                        c.sendall(then)                 # well within the idle timeout
+                    except OSError:
+                        break
+                except OSError:
+                    break
+            else:
+                return
+            cut.append(first[:4])
+
+    clients = [threading.Thread(target=trickle, args=(
+                   b"GET /v1/models/mlp_om HTTP/1.1\r\nHost: x\r\n", b"X-Slow: 1\r\n")),
+               threading.Thread(target=trickle, args=(
+                   b"POST /v1/models/mlp_om:predict HTTP/1.1\r\nHost: x\r\n"
+                   b"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{", b" "))]
+    try:
+        for c in clients:
+            c.start()
+        time.sleep(0.5)                                  # both threads are taken
+        status, body = rest(s, "GET", "/v1/models/mlp_om")
+        assert status == 200, body
+        for c in clients:
+            c.join(TIMEOUT)
+        assert sorted(cut) == [b"GET ", b"POST"], cut
+        assert "did not arrive within 1.5 s" in s.log_text()
+    finally:
+        stop.set()
+        rc, _ = s.terminate()
+    assert rc == 0, s.log_text()
+
+
 def test_sigterm_drains_grpc_and_closes_rest_keep_alive(models):
     """16 gRPC calls in flight at SIGTERM all succeed (they used to come back CANCELLED when
     they still waited inside gRPC), and a REST client looping on a keep-alive connection no

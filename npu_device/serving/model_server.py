@@ -57,6 +57,9 @@ def parse_args(argv=None):
                         "keep-alive connections kept open (more are closed after a response)")
     p.add_argument("--rest_api_idle_timeout_seconds", type=float, default=30.0,
                    help="a REST connection silent this long is closed")
+    p.add_argument("--rest_api_request_timeout_seconds", type=float, default=30.0,
+                   help="a REST request (line, headers, body) must arrive within this long of "
+                        "its first byte, or its connection is closed")
     p.add_argument("--max_request_bytes", type=int, default=64 << 20,
                    help="REST body / gRPC message bytes, and decoded input bytes, per request")
     p.add_argument("--max_request_elements", type=int, default=1 << 24,
@@ -79,8 +82,9 @@ def parse_args(argv=None):
     for flag in ("batch_timeout_micros", "file_system_poll_wait_seconds", "drain_timeout_seconds"):
         if getattr(a, flag) < 0:
             p.error(f"--{flag} must be >= 0, got {getattr(a, flag)}")
-    if a.rest_api_idle_timeout_seconds <= 0:
-        p.error("--rest_api_idle_timeout_seconds must be > 0")
+    for flag in ("rest_api_idle_timeout_seconds", "rest_api_request_timeout_seconds"):
+        if getattr(a, flag) <= 0:
+            p.error(f"--{flag} must be > 0, got {getattr(a, flag)}")
     return a
 
 
@@ -142,7 +146,7 @@ class ModelServer:
             self._rest = rest.RestServer(
                 HOST, a.rest_api_port, self.manager, self.metrics, self.limits,
                 a.rest_api_num_threads, a.rest_api_max_connections,
-                a.rest_api_idle_timeout_seconds)
+                a.rest_api_idle_timeout_seconds, a.rest_api_request_timeout_seconds)
             self.rest_port = self._rest.port
         return self
 

@@ -16,6 +16,7 @@ import json
 import logging
 import queue
 import re
+import socket
 import threading
 import time
 
@@ -36,9 +37,10 @@ class RestServer:
     (their responses say Connection: close) and force-closes what is left after `timeout`."""
 
     def __init__(self, host, port, manager, metrics, limits, num_threads=32,
-                 max_connections=256, idle_timeout=30.0):
+                 max_connections=256, idle_timeout=30.0, request_timeout=30.0):
         from cheroot import server as cheroot_server
         from cheroot import wsgi
+        deadlines = self._deadlines = _ArrivalDeadlines(request_timeout)
 
         class Request(cheroot_server.HTTPRequest):
             def simple_response(self, status, msg=""):
@@ -58,6 +60,16 @@ class RestServer:
 
         class Connection(cheroot_server.HTTPConnection):
             RequestHandlerClass = Request
+
+            def communicate(self):
+                # a worker takes the connection once its next request's first byte is here
+                deadlines.start(self)
+                _arrival.done = lambda: deadlines.end(self)
+                try:
+                    return super().communicate()
+                finally:
+                    _arrival.done = None
+                    deadlines.end(self)
 
         class Server(wsgi.Server):
             ConnectionClass = Connection
@@ -96,6 +108,58 @@ class RestServer:
         self.server.shutdown_timeout = max(timeout, 0.1)
         self.server.stop()
         self._thread.join(max(timeout, 0.1))
+        self._deadlines.stop()
+
+
+# The connection whose request this worker thread is reading: `done()` says it has arrived.
+_arrival = threading.local()
+
+
+def _request_arrived():
+    done = getattr(_arrival, "done", None)
+    if done is not None:
+        done()
+
+
+class _ArrivalDeadlines:
+    """Shuts the socket of a connection whose request (line, headers, body) has not all arrived
+    `seconds` after its first byte. cheroot gives a worker thread the connection at that byte
+    and the thread blocks reading the rest: a client sending a byte now and then (slowloris), or
+    less body than its Content-Length, would otherwise hold the thread as long as it likes, each
+    read well within the idle timeout."""
+
+    def __init__(self, seconds):
+        self.seconds = seconds
+        self._lock = threading.Lock()
+        self._due = {}                 # connection -> time.monotonic() deadline
+        self._stopped = threading.Event()
+        threading.Thread(target=self._watch, daemon=True, name="rest-deadlines").start()
+
+    def start(self, conn):
+        with self._lock:
+            self._due[conn] = time.monotonic() + self.seconds
+
+    def end(self, conn):
+        with self._lock:
+            self._due.pop(conn, None)
+
+    def stop(self):
+        self._stopped.set()
+
+    def _watch(self):
+        while not self._stopped.wait(min(0.25, self.seconds / 4)):
+            now = time.monotonic()
+            with self._lock:
+                late = [c for c, due in self._due.items() if due <= now]
+                for c in late:
+                    del self._due[c]
+            for c in late:
+                log.info("REST: closing a connection whose request did not arrive within %g s "
+                         "(--rest_api_request_timeout_seconds)", self.seconds)
+                try:
+                    c.socket.shutdown(socket.SHUT_RDWR)    # the blocked read returns
+                except OSError:
+                    pass
 
 
 def _error_json(message):
@@ -113,6 +177,8 @@ def make_app(manager, metrics, limits):
         start, api, model = time.monotonic(), "unknown", ""
         metrics.in_flight.enter()
         try:
+            if method != "POST":
+                _request_arrived()
             m = _PATH.match(path)
             if not m:
                 raise NotFound(f"no such endpoint: {method} {path}")
@@ -121,6 +187,7 @@ def make_app(manager, metrics, limits):
             if action == ":predict" and method == "POST":
                 api = "predict"
                 data = _read_body(environ, limits.max_request_bytes)
+                _request_arrived()
                 body = _parse(data, limits.max_json_depth)
                 s, out = _predict(manager, model, version, body, limits, data)
                 result = _encode_outputs(out, "instances" in body)
