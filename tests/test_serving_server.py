@@ -188,6 +188,12 @@ def test_b64_binary_values(server):
     assert [p["length"] for p in body["predictions"]] == [5, 3]
     assert body["predictions"][0]["upper"] == "HELLO"
     assert base64.b64decode(body["predictions"][1]["upper"]["b64"]) == bytes([0xFF, 0x00, 0x41])
+    # a single input's rows may be the {"b64": ...} objects themselves (how images are sent)
+    encoded = [{"b64": base64.b64encode(r).decode()} for r in raw]
+    status, body = rest(server, "/v1/models/text:predict", {"instances": encoded})
+    assert status == 200 and [p["length"] for p in body["predictions"]] == [5, 3], body
+    status, body = rest(server, "/v1/models/text:predict", {"inputs": encoded})
+    assert status == 200 and body["outputs"]["length"] == [5, 3], body
 
 
 def test_errors_have_codes_and_messages(server):

@@ -276,7 +276,7 @@ def _predict(manager, model, version, body, limits, data):
         rows = body["instances"]
         if not isinstance(rows, list) or not rows:
             raise InvalidArgument('"instances" must be a non-empty list')
-        if all(isinstance(r, dict) for r in rows):
+        if all(isinstance(r, dict) for r in rows) and not all(_b64_value(r, names) for r in rows):
             columns = {k: [r.get(k) for r in rows] for k in rows[0]}
             if any(set(r) != set(rows[0]) for r in rows):
                 raise InvalidArgument("every instance must name the same inputs")
@@ -287,8 +287,8 @@ def _predict(manager, model, version, body, limits, data):
                                   f"must be an object naming them")
     else:
         inputs = body["inputs"]
-        columns = inputs if isinstance(inputs, dict) else {names[0]: inputs} \
-            if len(names) == 1 else None
+        columns = inputs if isinstance(inputs, dict) and not _b64_value(inputs, names) \
+            else {names[0]: inputs} if len(names) == 1 else None
         if columns is None:
             raise InvalidArgument(f'signature {sig.name!r} has inputs {names}: "inputs" must '
                                   f'be an object naming them')
@@ -301,6 +301,12 @@ def _predict(manager, model, version, body, limits, data):
         feeds[k] = array_from_json(k, _decode_b64(v) if has_b64 else v, specs[k], sig.name,
                                    budget, literals)
     return manager.predict(model, version, sig.name, feeds)
+
+
+def _b64_value(v, names):
+    """Whether object `v` is a {"b64": ...} value, not inputs by name: TF Serving takes
+    {"instances": [{"b64": "..."}]} as the rows of a single (bytes) input, as images are sent."""
+    return set(v) == {"b64"} and "b64" not in names
 
 
 def _decode_b64(v):
