@@ -270,6 +270,21 @@ def test_json_depth_check_is_linear_on_unterminated_strings():
         check_json_depth(b'["\\\\"' + b"[" * 40 + b"]" * 40 + b"]", 16)
 
 
+def test_int64_bounds_are_exact_for_float_values():
+    """int64's max rounds up to 2^63 as a float: 2^63 written as a float compared equal to it
+    and wrapped to -2^63."""
+    from npu_device.serving.errors import InvalidArgument
+    from npu_device.serving.limits import Budget, Limits, array_from_json
+    from npu_device.serving.servable import TensorSpec
+    for dtype in (np.int64, np.uint64):
+        spec = TensorSpec("i", np.dtype(dtype), (-1,))
+        top = float(np.iinfo(dtype).max) + 1                    # 2^63 / 2^64, exact
+        with pytest.raises(InvalidArgument, match="outside the range"):
+            array_from_json("i", [top], spec, "s", Budget(Limits()), False)
+        below = np.nextafter(top, 0)
+        assert array_from_json("i", [below], spec, "s", Budget(Limits()), False)[0] == int(below)
+
+
 def test_rest_values_are_checked_strictly(server):
     cases = [
         ("mlp", {"instances": [[1, None, 3, 4]]}, "null"),

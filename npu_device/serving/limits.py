@@ -241,7 +241,10 @@ def array_from_json(name, value, spec, sig_name, budget, literals):
         if kind == "f" and not np.array_equal(a, np.trunc(a)):
             raise InvalidArgument(f"input {name!r} has non-integral values; signature "
                                   f"{sig_name!r} expects {want.name}")
-        if a.min() < info.min or a.max() > info.max:
+        # float bounds must be exact: int64's max rounds up to 2^63 as a float, so 2^63 (a
+        # float) compared equal and wrapped to -2^63; the next integer past max is exact
+        over = a.max() >= float(info.max) + 1 if kind == "f" else a.max() > info.max
+        if a.min() < info.min or over:
             raise InvalidArgument(f"input {name!r} has values outside the range of "
                                   f"{want.name}")
     with np.errstate(over="ignore", invalid="ignore"):
