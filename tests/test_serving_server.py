@@ -249,6 +249,15 @@ def test_concurrent_requests_are_batched(server):
     assert (count - before[1]) - (le1 - before[0]) >= 1 and count - before[1] < len(rows)
 
 
+def test_a_request_larger_than_the_batching_queue_runs_alone(server):
+    """1601 rows, over max_enqueued_batches x max_batch_size (100 x 16): on an idle server it
+    runs as a batch of its own (it used to get 503 however long the client retried)."""
+    x = np.random.default_rng(5).normal(size=(1601, 4)).astype(np.float32)
+    status, body = rest(server, "/v1/models/mlp_om:predict", {"instances": x.tolist()})
+    assert status == 200, body
+    np.testing.assert_allclose(body["predictions"], reference(1, x), rtol=RTOL, atol=ATOL)
+
+
 def test_new_version_is_served_without_failed_requests(server):
     failures, done, served = [], threading.Event(), []
 

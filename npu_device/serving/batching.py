@@ -3,7 +3,9 @@ dimension, run once, and split back (tensorflow_model_server's --enable_batching
 
 A batch closes when it holds max_batch_size rows or batch_timeout_micros passed since its first
 request; only requests with the same signature and the same non-batch shapes share a batch.
-At most max_enqueued_batches * max_batch_size rows wait; more get Unavailable.
+At most max_enqueued_batches * max_batch_size rows wait; more get Unavailable, except that a
+request finding the queue empty is always taken (one of more than max_batch_size rows runs as a
+batch of its own: refusing it would refuse it forever).
 """
 import collections
 import concurrent.futures
@@ -52,7 +54,7 @@ class Batcher:
         with self._cond:
             if self._stopping:
                 raise Unavailable("the model is being unloaded")
-            if self._queued_rows + task.rows > limit:
+            if self._queued_rows and self._queued_rows + task.rows > limit:
                 raise Unavailable(f"batching queue is full ({self._queued_rows} rows waiting, "
                                   f"limit {limit})")
             self._queue.append(task)
