@@ -115,6 +115,13 @@ def test_cli_errors_and_container_checks(saved_model, dynamic_om, tmp_path, caps
     assert atc.main(["--model", saved_model, "--output", str(tmp_path / "a.om"),
                      "--input_shape", "x:2,4", "--precision_mode", "fp8"]) == 2
     assert "must_keep_origin_dtype" in capsys.readouterr().err
+    # an empty GraphDef, a directory that is no SavedModel: errors, and no file written
+    empty = tmp_path / "empty.pb"
+    empty.write_bytes(b"")
+    for model, text in ((empty, "has no inputs"), (tmp_path, "is not a SavedModel directory")):
+        assert atc.main(["--model", str(model), "--output", str(tmp_path / "b.om")]) == 2
+        assert text in capsys.readouterr().err
+        assert not (tmp_path / "b.om").exists()
     data = bytearray(open(dynamic_om, "rb").read())
     data[-1] ^= 0xFF
     with pytest.raises(container.ContainerError, match="checksum mismatch"):

@@ -36,7 +36,10 @@ def load_saved_model(path, signature_name=DEFAULT_SIGNATURE):
     from tensorflow.python.framework.convert_to_constants import \
         convert_variables_to_constants_v2
 
-    loaded = tf.saved_model.load(path)
+    try:
+        loaded = tf.saved_model.load(path)
+    except OSError as e:                      # no saved_model.pb, unreadable files
+        raise AtcError(f"{path} is not a SavedModel directory: {e}") from None
     if signature_name not in loaded.signatures:
         raise AtcError(f"SavedModel {path} has no signature {signature_name!r}; it has: "
                        f"{sorted(loaded.signatures) or 'none'}")
@@ -211,6 +214,9 @@ def compile_graph(graph_def, inputs, outputs, input_shape=None, batch_sizes=None
     from graph_engine.compiler import model_format
     from graph_engine.compiler.api import CompileError, compile_model
     precision = _canonical_precision(precision_mode)
+    if not inputs or not outputs:
+        raise AtcError(f"the graph has no {'inputs (Placeholders)' if not inputs else 'outputs'}: "
+                       f"a served model takes inputs and returns outputs")
     body = cluster_body(graph_def, inputs, outputs)
     bad = unsupported_nodes(body)
     if bad:
@@ -280,12 +286,12 @@ def main(argv=None):
         name = os.path.splitext(os.path.basename(os.path.normpath(a.output)))[0]
         data = compile_graph(gd, inputs, outputs, a.input_shape, batches, a.precision_mode,
                              name=name, source=os.path.abspath(a.model))
-    except AtcError as e:
+        manifest, models = container.unpack(data)       # what the server will read back
+        with open(a.output, "wb") as f:
+            f.write(data)
+    except (AtcError, container.ContainerError, OSError) as e:
         print(f"npu-atc: error: {e}", file=sys.stderr)
         return 2
-    with open(a.output, "wb") as f:
-        f.write(data)
-    manifest, models = container.unpack(data)
     print(f"npu-atc: wrote {a.output} ({len(data)} bytes; batch sizes {sorted(models)}; inputs "
           f"{[(i['name'], i['shape']) for i in manifest['inputs']]})")
     return 0
