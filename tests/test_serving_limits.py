@@ -270,6 +270,23 @@ def test_json_depth_check_is_linear_on_unterminated_strings():
         check_json_depth(b'["\\\\"' + b"[" * 40 + b"]" * 40 + b"]", 16)
 
 
+def test_string_elements_count_what_they_take():
+    """One string broadcast to many elements: each element costs TF a string object besides its
+    bytes (a 30-byte request held 2 GB for 15M elements whose bytes counted 15 MB)."""
+    from npu_device.serving.errors import ResourceExhausted
+    from npu_device.serving.limits import (STRING_ELEMENT_BYTES, Budget, Limits,
+                                           tensor_from_proto)
+    from npu_device.serving.servable import TensorSpec
+    limits = Limits(max_request_bytes=1 << 20)
+    spec = TensorSpec("s", np.dtype(object), (-1,))
+    n = (1 << 20) // (STRING_ELEMENT_BYTES + 1) + 1           # bytes alone: 32 KiB, fine
+    proto = tensor(types_pb2.DT_STRING, [n], string_val=[b"a"])
+    with pytest.raises(ResourceExhausted, match="--max_request_bytes"):
+        tensor_from_proto("s", proto, spec, "serving_default", Budget(limits))
+    proto = tensor(types_pb2.DT_STRING, [n // 2], string_val=[b"a"])
+    assert tensor_from_proto("s", proto, spec, "serving_default", Budget(limits)).shape == (n // 2,)
+
+
 def test_int64_bounds_are_exact_for_float_values():
     """int64's max rounds up to 2^63 as a float: 2^63 written as a float compared equal to it
     and wrapped to -2^63."""
