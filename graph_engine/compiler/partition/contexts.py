@@ -1,8 +1,8 @@
 """Control-flow contexts of a lowered graph, so that a cluster never mixes them.
 
 A context is a tuple: ("frame", name) entered by Enter and left by Exit, ("pred", ref, port)
-for nodes downstream of a Switch's output `port` whose predicate is `ref` (all Switches of one
-cond or loop share the predicate), ("first", name) right after a frame entry for values that
+for nodes downstream of a Switch's (or a lowered Case's _SwitchN's) output `port` whose
+predicate (branch index) is `ref` (all Switches of one cond or loop share the predicate), ("first", name) right after a frame entry for values that
 exist in the first iteration only (a non-constant Enter's output, until a loop Merge turns it
 into a per-iteration value; a constant Enter's value is present in every iteration). Merge
 takes the common prefix of its inputs. A node whose inputs come from contexts where none
@@ -20,7 +20,7 @@ MIXED = None
 ENTER = ("Enter", "RefEnter")
 EXIT = ("Exit", "RefExit")
 MERGE = ("Merge", "RefMerge")
-SWITCH = ("Switch", "RefSwitch")
+SWITCH = ("Switch", "RefSwitch", "_SwitchN")   # _SwitchN: a lowered Case (tf.switch_case)
 
 
 def _prefix(a, b):

@@ -28,7 +28,8 @@ from graph_engine.compiler.signature import DT_VARIANT
 from tensorflow.core.framework import types_pb2
 
 # Ops that pass a value through (their data input 0, Switch's pred aside) without computing.
-_PLUMBING = frozenset({"Enter", "Exit", "Merge", "Switch", "NextIteration", "Identity"})
+_PLUMBING = frozenset({"Enter", "Exit", "Merge", "Switch", "_SwitchN", "NextIteration",
+                       "Identity"})
 
 
 def _is_list_plumbing(n):
@@ -65,7 +66,7 @@ def cpu_device(device):
 
 
 def _variant_neighbours(n, users):
-    inputs = n.inputs[:1] if n.op == "Switch" else n.inputs
+    inputs = n.inputs[:1] if n.op in ("Switch", "_SwitchN") else n.inputs
     yield from (v.node for v in inputs if v.dtype == DT_VARIANT)
     yield from (c for v in n.outputs if v.dtype == DT_VARIANT for c, _ in users.get(v, ()))
 

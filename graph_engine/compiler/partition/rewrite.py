@@ -57,7 +57,7 @@ def compile_time_values(members, cloneable):
 
 # Inputs that TF's kernels for non-CPU devices take in host memory whatever the dtype: the
 # predicates of control flow.
-_HOST_PREDICATES = {"LoopCond": (0,), "Switch": (1,)}
+_HOST_PREDICATES = {"LoopCond": (0,), "Switch": (1,), "_SwitchN": (1,)}
 
 
 def host_input(v):

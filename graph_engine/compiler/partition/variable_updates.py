@@ -36,7 +36,7 @@ UPDATES = {"AssignAddVariableOp": "AddV2", "AssignSubVariableOp": "Sub"}
 READERS = ("ReadVariableOp", "VariableShape", "VarIsInitializedOp")
 DTYPES = (dt.DT_FLOAT, dt.DT_HALF, dt.DT_BFLOAT16)
 # Ops that hand a handle on unchanged (besides constant Enter).
-_PASSING = ("Identity", "Switch")
+_PASSING = ("Identity", "Switch", "_SwitchN")
 _NEXT = ("NextIteration", "RefNextIteration")
 
 
