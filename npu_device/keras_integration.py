@@ -84,8 +84,58 @@ def install():
     Trainer._resolve_auto_jit_compile = _resolve_auto_jit_compile
     Trainer.jit_compile = property(prop.fget, set_jit_compile, prop.fdel, prop.__doc__)
     Trainer.compile = _loop_sinking_compile(Trainer.compile, on_npu)
+    try:
+        from keras.src.backend.tensorflow.trainer import TensorFlowTrainer
+    except ImportError:         # another backend: no loop sinking to warn about
+        TensorFlowTrainer = None
+    for method, step_args in _STEP_ARGS.items():
+        if TensorFlowTrainer is not None and hasattr(TensorFlowTrainer, method):
+            setattr(TensorFlowTrainer, method,
+                    _warn_on_rounded_steps(getattr(TensorFlowTrainer, method), step_args))
     Trainer._npu_device_jit_hook = True
     return True
+
+
+# The step counts a user may give fit, evaluate and predict.
+_STEP_ARGS = {"fit": ("steps_per_epoch", "validation_steps"), "evaluate": ("steps",),
+              "predict": ("steps",)}
+
+
+def _warn_on_rounded_steps(method, step_args):
+    """`method`, warning once per model and argument when a step count the user gave is not a
+    multiple of the steps per call that iterations_per_loop set: Keras rounds it up (it runs
+    whole calls), as for any steps_per_execution, so more batches run than were asked for."""
+    signature = inspect.signature(method)
+
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        n = getattr(self, "_npu_loop_size", 0)
+        inner = getattr(self, "_npu_in_fit", False)    # fit's own evaluate(validation_steps)
+        if n > 1 and self.steps_per_execution == n and not inner:
+            try:
+                given = signature.bind(self, *args, **kwargs).arguments
+            except TypeError:          # Keras raises its own error
+                given = {}
+            warned = self.__dict__.setdefault("_npu_rounded_steps_warned", set())
+            for arg in step_args:
+                steps = given.get(arg)
+                if isinstance(steps, int) and steps % n and arg not in warned:
+                    warned.add(arg)
+                    warnings.warn(
+                        f"npu_device: {arg}={steps} is not a multiple of the {n} steps per call "
+                        f"that option iterations_per_loop gave model {self.name!r}: Keras runs "
+                        f"whole calls, {-(-steps // n) * n} steps. Give a multiple of {n}, or "
+                        f"compile with steps_per_execution=1.", UserWarning,
+                        stacklevel=_user_stacklevel())
+        if method.__name__ != "fit" or inner:
+            return method(self, *args, **kwargs)
+        self._npu_in_fit = True
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            self._npu_in_fit = False
+
+    return wrapper
 
 
 def loop_size():
@@ -119,6 +169,7 @@ def _loop_sinking_compile(compile_, on_npu):
         n = loop_size()
         if n > 1 and on_npu():
             self.steps_per_execution = n
+            self._npu_loop_size = n
             logging.getLogger("npu_device").info(
                 "npu_device: model %r runs %d steps per call (steps_per_execution, from option "
                 "iterations_per_loop)", getattr(self, "name", "?"), n)

@@ -150,3 +150,26 @@ def test_benchmark_script_runs(tmp_path):
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:]
     rows = [line for line in p.stdout.splitlines() if line.startswith("| mlp |")]
     assert [r.split("|")[4:6] for r in rows] == [[" 1 ", " 4 "], [" 2 ", " 2 "]], p.stdout
+
+
+def test_step_counts_keras_would_round_up_are_warned_about():
+    """Keras runs whole calls: steps_per_epoch=7 with 4 steps per call runs 8 batches of a
+    repeated dataset. A user who never chose steps_per_execution hears it, once per argument."""
+    import warnings
+    tf = pytest.importorskip("tensorflow")
+    x, y = _data()
+    data = tf.data.Dataset.from_tensor_slices((x, y)).batch(BATCH).repeat()
+    npu_device.set_npu_config(iterations_per_loop=4)
+    model = _model()
+    with pytest.warns(UserWarning) as seen:
+        model.fit(data, steps_per_epoch=7, epochs=2, validation_data=data, validation_steps=3,
+                  shuffle=False, verbose=0)
+        model.evaluate(data, steps=5, verbose=0)
+    texts = [str(w.message) for w in seen if "npu_device" in str(w.message)]
+    assert len(texts) == 3, texts                # once each, not per epoch nor for fit's evaluate
+    assert "steps_per_epoch=7" in texts[0] and "8 steps" in texts[0]
+    assert "validation_steps=3" in texts[1] and "steps=5" in texts[2]
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message="npu_device")
+        model.fit(data, steps_per_epoch=8, epochs=1, shuffle=False, verbose=0)   # 2 calls
+        _model(steps_per_execution=4).evaluate(data, steps=5, verbose=0)  # the user's choice
