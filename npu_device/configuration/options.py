@@ -270,7 +270,11 @@ OPTIONS = (
            "present gets steps_per_execution=N unless compile() is given steps_per_execution "
            "or run_eagerly=True: fit, evaluate and predict then run N batches per call of "
            "their tf.function, in a tf.while_loop whose NPU clusters compile once; the last "
-           "call of an epoch runs the batches left. Read when Model.compile() runs. "
+           "call of an epoch runs the batches left. Step counts given explicitly (fit's "
+           "steps_per_epoch and validation_steps, evaluate's and predict's steps) are rounded "
+           "up to multiples of N, as Keras does for any steps_per_execution (it runs whole "
+           "calls); npu_device warns once per model when one is not a multiple. Read when "
+           "Model.compile() runs. "
            "npu_device.set_npu_loop_size(n) (Ascend's name) sets it."),
     Option("enable_dump", boolean, "true, false", False, ANY_TIME,
            "Write the tensors of every compiled-model run (NPU clusters and eager ops) that "

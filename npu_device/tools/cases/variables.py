@@ -1,5 +1,6 @@
-"""The plugin's variable kernels (tf_plugin_cc/variable_ops.cc, resource_ops.cc): dense writes,
-gathers and scatters on resource variables that live on the NPU."""
+"""The plugin's variable kernels (tf_plugin_cc/variable_ops.cc, resource_ops.cc, random_ops.cc):
+dense writes, gathers and scatters on resource variables that live on the NPU, and a
+tf.random.Generator's read-and-skip of its state."""
 import numpy as np
 import tensorflow as tf
 
@@ -23,4 +24,7 @@ CASES = [
       for kind in ("Add", "Sub", "Mul", "Div", "Min", "Max", "Update")],
     *[(f"ResourceScatterNd{kind}", {"ref": Var(_V), "indices": _IDX_ND, "updates": _f32(3)}, {})
       for kind in ("Add", "Sub", "Update", "Min", "Max")],
+    # a Philox state whose counter's low word carries into its high word
+    ("RngReadAndSkip", {"resource": Var(np.array([-1, 7, 9], np.int64)),
+                        "alg": np.array(1, np.int32), "delta": np.array(10, np.uint64)}, {}),
 ]
