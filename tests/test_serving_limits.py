@@ -248,6 +248,11 @@ def test_rest_body_limit_is_checked_before_reading(server):
     status, body = rest(server, "POST", "/v1/models/mlp:predict",
                         {"instances": [[0, 0, 0, 0]] * 30000})
     assert status == 413 and "--max_request_elements" in body["error"], body
+    for headers, text in ((b"Content-Length: 2\r\nContent-Length: 40\r\n", "conflicting"),
+                          (b"Content-Length: two\r\n", "Content-Length")):
+        status, body = raw_http(server, b"POST /v1/models/mlp:predict HTTP/1.1\r\nHost: x\r\n"
+                                + headers + b"\r\n{}")
+        assert status == 400 and text in body["error"], body
     status, body = rest(server, "POST", "/v1/models/mlp:predict", b"[" * 100000)
     assert status == 400 and "--rest_api_max_json_depth" in body["error"], body
     status, body = rest(server, "POST", "/v1/models/mlp:predict",

@@ -56,7 +56,13 @@ class RestServer:
                 elif code == 503 and not msg:
                     msg = _error_json(f"the server has {max_connections} connections waiting "
                                       f"for a thread (--rest_api_max_connections); retry later")
+                elif code >= 400 and not msg.startswith("{"):
+                    msg = _error_json(msg or http.HTTPStatus(code).phrase)
                 super().simple_response(status, msg)
+
+            def read_request_headers(self):
+                self.inheaders = _FramingHeaders()
+                return super().read_request_headers()
 
         class Connection(cheroot_server.HTTPConnection):
             RequestHandlerClass = Request
@@ -109,6 +115,17 @@ class RestServer:
         self.server.stop()
         self._thread.join(max(timeout, 0.1))
         self._deadlines.stop()
+
+
+class _FramingHeaders(dict):
+    """A request's headers, refusing (ValueError: cheroot answers 400) a second Content-Length
+    that differs from the first: cheroot would keep the last, a proxy in front may have used
+    the first, and the two would disagree on where the request ends (request smuggling)."""
+
+    def __setitem__(self, key, value):
+        if key == b"Content-Length" and self.get(key, value) != value:
+            raise ValueError("conflicting Content-Length headers")
+        super().__setitem__(key, value)
 
 
 # The connection whose request this worker thread is reading: `done()` says it has arrived.
