@@ -110,7 +110,7 @@ def _warn_on_rounded_steps(method, step_args):
     @functools.wraps(method)
     def wrapper(self, *args, **kwargs):
         n = getattr(self, "_npu_loop_size", 0)
-        inner = getattr(self, "_npu_in_fit", False)    # fit's own evaluate(validation_steps)
+        inner = kwargs.get("_use_cached_eval_dataset")    # fit's own evaluate(validation_steps)
         if n > 1 and self.steps_per_execution == n and not inner:
             try:
                 given = signature.bind(self, *args, **kwargs).arguments
@@ -127,13 +127,7 @@ def _warn_on_rounded_steps(method, step_args):
                         f"whole calls, {-(-steps // n) * n} steps. Give a multiple of {n}, or "
                         f"compile with steps_per_execution=1.", UserWarning,
                         stacklevel=_user_stacklevel())
-        if method.__name__ != "fit" or inner:
-            return method(self, *args, **kwargs)
-        self._npu_in_fit = True
-        try:
-            return method(self, *args, **kwargs)
-        finally:
-            self._npu_in_fit = False
+        return method(self, *args, **kwargs)
 
     return wrapper
 

@@ -17,7 +17,6 @@
 #include "model_runner.h"
 #include "registration.h"
 #include "variable_access.h"
-#include "variable_ops.h"
 #include "tensorflow/core/framework/kernel_def_builder.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/resource_mgr.h"
@@ -92,12 +91,7 @@ class RngReadAndSkipOp : public OpKernel {
     // is host memory (a real NPU would run this on the stream).
     OP_REQUIRES_OK(ctx, SyncComputeStream(ctx));
     std::memcpy(out->data(), state->data(), kPhiloxStateSize * sizeof(int64_t));
-    if (var->copy_on_read_mode.load() || !state->RefCountIsOne()) {   // a reader shares it
-      Tensor copy;
-      OP_REQUIRES_OK(ctx, CopyOf(ctx, *state, &copy));
-      OP_REQUIRES_OK(ctx, HoldVariableBuffer(ctx, handle.name(), *state, copy));
-      *state = copy;
-    }
+    OP_REQUIRES_OK(ctx, PrepareToUpdateVariable(ctx, var.get()));   // a reader shares it
     uint64_t counter[2];
     std::memcpy(counter, state->data(), sizeof(counter));
     const uint64_t skip = delta * kSkipPerDelta;   // wraps, as TF's does

@@ -3,6 +3,7 @@ import functools
 
 from graph_engine import ops
 from graph_engine.ops import dtypes as dt
+from graph_engine.compiler.partition.contexts import ENTER, EXIT, MERGE, SWITCH
 from graph_engine.compiler.signature import DT_RESOURCE, DT_STRING, DT_VARIANT, op_def, signature
 
 PRESERVE_ATTR = "_npu_preserve"
@@ -12,11 +13,9 @@ _STAYS_IN_TF = {
     **dict.fromkeys(("_Arg", "_Retval", "Placeholder", "PlaceholderWithDefault",
                      "_DeviceArg", "_DeviceRetval"), "graph input/output stays in TF"),
     **dict.fromkeys(("_Send", "_Recv", "_HostSend", "_HostRecv"), "transfer op stays in TF"),
-    **dict.fromkeys(("Switch", "RefSwitch", "_SwitchN", "Merge", "RefMerge", "Enter",
-                     "RefEnter", "Exit", "RefExit", "NextIteration", "RefNextIteration",
-                     "LoopCond", "If",
-                     "StatelessIf", "While", "StatelessWhile", "Case", "StatelessCase",
-                     "ControlTrigger"), "control-flow op stays in TF"),
+    **dict.fromkeys((*SWITCH, *MERGE, *ENTER, *EXIT, "NextIteration", "RefNextIteration",
+                     "LoopCond", "If", "StatelessIf", "While", "StatelessWhile", "Case",
+                     "StatelessCase", "ControlTrigger"), "control-flow op stays in TF"),
     **dict.fromkeys(("PartitionedCall", "StatefulPartitionedCall", "SymbolicGradient"),
                     "function call stays in TF"),
     "NoOp": "control-only op stays in TF",

@@ -2,9 +2,10 @@
 
 A context is a tuple: ("frame", name) entered by Enter and left by Exit, ("pred", ref, port)
 for nodes downstream of a Switch's (or a lowered Case's _SwitchN's) output `port` whose
-predicate (branch index) is `ref` (all Switches of one cond or loop share the predicate), ("first", name) right after a frame entry for values that
-exist in the first iteration only (a non-constant Enter's output, until a loop Merge turns it
-into a per-iteration value; a constant Enter's value is present in every iteration). Merge
+predicate (branch index) is `ref` (all Switches of one cond or loop share the predicate),
+("first", name) right after a frame entry for values that exist in the first iteration only (a
+non-constant Enter's output, until a loop Merge turns it into a per-iteration value; a constant
+Enter's value is present in every iteration). Merge
 takes the common prefix of its inputs. A node whose inputs come from contexts where none
 contains the others gets MIXED: it is never clustered.
 

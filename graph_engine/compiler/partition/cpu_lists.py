@@ -24,12 +24,12 @@ iteration on two cores, more than the copies it saves).
 import re
 
 from graph_engine.compiler.partition.candidates import device_type
+from graph_engine.compiler.partition.contexts import SWITCH
 from graph_engine.compiler.signature import DT_VARIANT
 from tensorflow.core.framework import types_pb2
 
 # Ops that pass a value through (their data input 0, Switch's pred aside) without computing.
-_PLUMBING = frozenset({"Enter", "Exit", "Merge", "Switch", "_SwitchN", "NextIteration",
-                       "Identity"})
+_PLUMBING = frozenset({"Enter", "Exit", "Merge", *SWITCH, "NextIteration", "Identity"})
 
 
 def _is_list_plumbing(n):
@@ -66,7 +66,7 @@ def cpu_device(device):
 
 
 def _variant_neighbours(n, users):
-    inputs = n.inputs[:1] if n.op in ("Switch", "_SwitchN") else n.inputs
+    inputs = n.inputs[:1] if n.op in SWITCH else n.inputs
     yield from (v.node for v in inputs if v.dtype == DT_VARIANT)
     yield from (c for v in n.outputs if v.dtype == DT_VARIANT for c, _ in users.get(v, ()))
 

@@ -24,6 +24,7 @@ from graph_engine.compiler.kernel_attrs import split_inputs
 from graph_engine.compiler.node import Node
 from graph_engine.compiler.partition import variables_in_place
 from graph_engine.compiler.partition.candidates import device_type
+from graph_engine.compiler.partition.contexts import SWITCH
 from graph_engine.compiler.passes.eliminate_common_subexpressions import attrs_key
 from graph_engine.compiler.cluster_op import CLUSTER_OP, STATEFUL_CLUSTER_OP
 from graph_engine.ops.base import Op
@@ -57,7 +58,7 @@ def compile_time_values(members, cloneable):
 
 # Inputs that TF's kernels for non-CPU devices take in host memory whatever the dtype: the
 # predicates of control flow.
-_HOST_PREDICATES = {"LoopCond": (0,), "Switch": (1,), "_SwitchN": (1,)}
+_HOST_PREDICATES = {"LoopCond": (0,), **dict.fromkeys(SWITCH, (1,))}
 
 
 def host_input(v):

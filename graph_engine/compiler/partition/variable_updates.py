@@ -27,7 +27,7 @@ variable's dtype, as it did in AssignAdd.
 from graph_engine.compiler import attrs as attr_util
 from graph_engine.compiler.node import Node
 from graph_engine.compiler.partition import candidates, dag
-from graph_engine.compiler.partition.contexts import control_contexts
+from graph_engine.compiler.partition.contexts import SWITCH, control_contexts
 from graph_engine.compiler.passes.precision import KEEP_DTYPE_ATTR
 from graph_engine.ops import dtypes as dt
 
@@ -36,7 +36,7 @@ UPDATES = {"AssignAddVariableOp": "AddV2", "AssignSubVariableOp": "Sub"}
 READERS = ("ReadVariableOp", "VariableShape", "VarIsInitializedOp")
 DTYPES = (dt.DT_FLOAT, dt.DT_HALF, dt.DT_BFLOAT16)
 # Ops that hand a handle on unchanged (besides constant Enter).
-_PASSING = ("Identity", "Switch", "_SwitchN")
+_PASSING = ("Identity", *SWITCH)
 _NEXT = ("NextIteration", "RefNextIteration")
 
 
