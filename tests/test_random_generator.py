@@ -3,6 +3,8 @@
 A Generator's state variable lands on the NPU like any other variable, and its one stateful
 op must run there too: every draw is checked against a Generator with the same seed on the
 CPU, and the state it leaves behind against the CPU's, eagerly and inside tf.function."""
+import logging
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -117,3 +119,11 @@ def test_bad_states_and_algorithms_raise_what_the_cpu_raises(state, alg, error):
     assert want in str(e.value)
     out, _ = read_and_skip(np.array([1, 2, 3], np.int64), 1, 1, NPU)   # still working
     np.testing.assert_array_equal(out, [1, 2, 3])
+
+
+def test_eager_draws_run_on_the_npu_without_falling_back(caplog):
+    # a draw casts its count to uint64 and bitcasts the int64 state: both have NPU kernels
+    g = tf.random.Generator.from_seed(3)
+    with caplog.at_level(logging.WARNING, logger="npu_device"):
+        draws(g)
+    assert not [r.getMessage() for r in caplog.records if "ran on CPU" in r.getMessage()]

@@ -398,7 +398,8 @@ def float_to_int(x, dst):
     """TF's CPU Cast from floats to integers on x86-64 (measured, TF 2.21): truncation toward
     zero; NaN, +-inf and out-of-range values give the "integer indefinite" value of the
     conversion instruction, INT64_MIN for 64-bit results and INT32_MIN for narrower ones, which
-    go through int32 and keep its low bits (float32 300.0 -> int8 44, NaN -> int8 0)."""
+    go through int32 and keep its low bits (float32 300.0 -> int8 44, NaN -> int8 0); uint64
+    takes [2^63, 2^64) exactly and anything else as int64 would (-1.5 -> 2^64 - 1)."""
     x = np.asarray(x, np.float64)          # float32/float16/bfloat16 convert exactly
     dst = np.dtype(dst)
     if dst.itemsize == 8:
@@ -409,6 +410,9 @@ def float_to_int(x, dst):
         bad = np.iinfo(np.int32).min
     r = np.trunc(np.where(ok, x, 0.0)).astype(np.int64)
     r = np.where(ok, r, np.int64(bad))
+    if dst == np.uint64:                   # [2^63, 2^64) is in range only here
+        high = (x >= 2.0 ** 63) & (x < 2.0 ** 64)
+        return np.where(high, np.where(high, x, 0.0).astype(np.uint64), r.astype(np.uint64))
     return r.astype(dst)                   # narrower integers keep the low bits
 
 
@@ -416,7 +420,8 @@ def float_to_int(x, dst):
 class Cast(Op):
     fusible = integer_math = layout_agnostic = True
     arity = 1
-    type_attrs = {"SrcT": ALL + COMPLEX, "DstT": ALL + COMPLEX}
+    # uint64: tf.random.Generator's draw counts and state (eager draws cast and bitcast them)
+    type_attrs = {"SrcT": ALL + COMPLEX + (dt.DT_UINT64,), "DstT": ALL + COMPLEX + (dt.DT_UINT64,)}
 
     def shapes(self, shapes, attrs):
         return [shapes[0]]
@@ -435,7 +440,7 @@ class Cast(Op):
 @register
 class Bitcast(Op):
     """Reinterprets storage bytes; a size change adds or removes the innermost dimension."""
-    type_attrs = {"T": NUMBER, "type": NUMBER}
+    type_attrs = {"T": NUMBER + (dt.DT_UINT64,), "type": NUMBER + (dt.DT_UINT64,)}
     widen = False
 
     def shapes(self, shapes, attrs):

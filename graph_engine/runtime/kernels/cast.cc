@@ -23,6 +23,20 @@ void CastRange(int src_dtype, const char* src, int dst_dtype, char* dst, int64_t
   }
 }
 
+// uint64 to a floating dtype: the int64 compute type would read values from 2^63 up as
+// negative, so these convert from uint64 itself (one rounding, as TF's static_cast).
+template <class T>
+void CastUInt64Range(const char* src, int dst_dtype, char* dst, int64_t begin, int64_t end) {
+  const uint64_t* s = reinterpret_cast<const uint64_t*>(src);
+  const int ds = DTypeSize(dst_dtype);
+  T buf[512];
+  for (int64_t b = begin; b < end; b += 512) {
+    const int64_t m = std::min<int64_t>(512, end - b);
+    for (int64_t i = 0; i < m; ++i) buf[i] = static_cast<T>(s[b + i]);
+    Store<T>(dst_dtype, buf, m, dst + b * ds);
+  }
+}
+
 class CastKernel : public Kernel {
  public:
   CastKernel(int64_t n, int src, int dst) : n_(n), src_(src), dst_(dst) {}
@@ -36,6 +50,9 @@ class CastKernel : public Kernel {
     ParallelFor(n_, 2, [&](int64_t b, int64_t e) {
       if (src_ == kComplex64 || dst_ == kComplex64)   // real values as real parts and back (TF)
         return CastRange<std::complex<float>>(src_, in, dst_, out, b, e);
+      if (src_ == kUInt64 && IsFloating(dst_))
+        return dst_ == kDouble ? CastUInt64Range<double>(in, dst_, out, b, e)
+                               : CastUInt64Range<float>(in, dst_, out, b, e);
       switch (ComputeTypeOf(src_)) {
         case ComputeType::kFloat: return CastRange<float>(src_, in, dst_, out, b, e);
         case ComputeType::kDouble: return CastRange<double>(src_, in, dst_, out, b, e);

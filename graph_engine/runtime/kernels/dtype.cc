@@ -55,6 +55,10 @@ inline D Convert(S x) {
   if constexpr (std::is_same_v<D, bool>) {
     return x != S(0);
   } else if constexpr (std::is_integral_v<D> && std::is_floating_point_v<S>) {
+    if constexpr (std::is_same_v<D, uint64_t>) {   // [2^63, 2^64) is in range only here
+      if (x >= S(9223372036854775808.0) && x < S(18446744073709551616.0))
+        return static_cast<D>(x);
+    }
     if constexpr (sizeof(D) == 8) return static_cast<D>(TruncToInt64(x));
     else return static_cast<D>(TruncToInt32(x));
   } else {
