@@ -176,6 +176,7 @@ def raw_http(server, head):
                 break
             data += chunk
     headers, _, body = data.partition(b"\r\n\r\n")
+    assert re.search(rb"^Content-Type: application/json\r?$", headers, re.I | re.M), headers
     return int(headers.split(b" ", 2)[1]), json.loads(body)
 
 

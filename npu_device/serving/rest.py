@@ -38,6 +38,7 @@ class RestServer:
 
     def __init__(self, host, port, manager, metrics, limits, num_threads=32,
                  max_connections=256, idle_timeout=30.0, request_timeout=30.0):
+        from cheroot import errors as cheroot_errors
         from cheroot import server as cheroot_server
         from cheroot import wsgi
         deadlines = self._deadlines = _ArrivalDeadlines(request_timeout)
@@ -58,7 +59,23 @@ class RestServer:
                                       f"for a thread (--rest_api_max_connections); retry later")
                 elif code >= 400 and not msg.startswith("{"):
                     msg = _error_json(msg or http.HTTPStatus(code).phrase)
-                super().simple_response(status, msg)
+                if code < 400:
+                    return super().simple_response(status, msg)
+                # written here rather than by cheroot, whose answer says text/plain
+                close = code in (413, 414)
+                if close:
+                    self.close_connection = True
+                    if self.response_protocol != "HTTP/1.1":
+                        status = "400 Bad Request"     # HTTP/1.0 has neither 413 nor 414
+                body = msg.encode()
+                head = (f"{self.server.protocol} {status}\r\nContent-Length: {len(body)}\r\n"
+                        "Content-Type: application/json\r\n"
+                        + ("Connection: close\r\n" if close else "") + "\r\n")
+                try:
+                    self.conn.wfile.write(head.encode("iso-8859-1") + body)
+                except OSError as e:
+                    if e.args and e.args[0] not in cheroot_errors.socket_errors_to_ignore:
+                        raise
 
             def read_request_headers(self):
                 self.inheaders = _FramingHeaders()
