@@ -278,6 +278,40 @@ def test_keras_grouped_conv_fit_matches_split_reference():
         np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-4)
 
 
+def test_keras_grouped_conv3d_fit_matches_the_cpu():
+    # Keras' Conv3D(groups=G): TF's CPU computes it through XLA (Keras compiles grouped
+    # convolutions), the NPU through its Conv3D kernels; 50 samples, batches of 16.
+    npu_device.set_npu_config(precision_mode="must_keep_origin_dtype")   # float32 vs float32
+    try:
+        rng = np.random.default_rng(0)
+        x = rng.standard_normal((50, 4, 6, 6, 4)).astype(np.float32)
+        y = rng.integers(0, 3, 50).astype(np.int32)
+        histories, weights = [], []
+        fallbacks = npu_device.compile_stats()["fallbacks"]     # earlier tests' count stays
+        for device in (NPU, CPU):
+            with tf.device(device):
+                keras.utils.set_random_seed(0)
+                model = keras.Sequential([
+                    keras.Input((4, 6, 6, 4)),
+                    keras.layers.Conv3D(6, 3, padding="same", groups=2, activation="relu"),
+                    keras.layers.Conv3D(6, 2, strides=2, groups=6),     # one channel per group
+                    keras.layers.GlobalAveragePooling3D(),
+                    keras.layers.Dense(3)])
+                model.compile(optimizer=keras.optimizers.Adam(1e-2),
+                              loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+                histories.append(model.fit(x, y, batch_size=16, epochs=3, shuffle=False,
+                                           verbose=0).history["loss"])
+                weights.append(model.get_weights())
+            if device == NPU:
+                assert npu_device.compile_stats()["fallbacks"] == fallbacks
+    finally:
+        npu_device.set_npu_config(precision_mode=None)
+    np.testing.assert_allclose(histories[0], histories[1], rtol=1e-4)
+    assert histories[0][-1] < histories[0][0], histories[0]                 # it did learn
+    for got, want in zip(*weights):
+        np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-4)
+
+
 def test_convnext_tiny_predict_and_fit_step():
     # keras.applications.ConvNeXtTiny: its 7x7 convolutions are Conv2D(groups=channels), which
     # Keras runs through tf.function(jit_compile=True); batch 2 to stay small.

@@ -112,7 +112,7 @@ def test_coverage_table_lists_every_op():
     ("ScatterNd", {"indices": np.array([[4]], np.int32), "updates": np.ones((1, 3), np.float32),
                    "shape": np.array([4, 3], np.int32)}, {}, "out of range"),
     ("Conv3D", {"input": np.ones((1, 2, 2, 2, 3), np.float32), "filter": np.ones((1, 1, 1, 2, 1), np.float32)},
-     dict(strides=[1, 1, 1, 1, 1], padding="VALID"), "channels"),
+     dict(strides=[1, 1, 1, 1, 1], padding="VALID"), "evenly divisible by filter depth"),
 ])
 def test_bad_attributes_are_clear_errors_on_npu(op, inputs, attrs, message):
     with tf.device("/device:NPU:0"), pytest.raises((tf.errors.InvalidArgumentError,

@@ -40,9 +40,10 @@ def tf_cpu_op(op_type, inputs, attrs):
     * depthwise with unequal strides: the input padded explicitly as the real strides pad it,
       convolved with stride 1 and VALID padding, the result subsampled by the strides; its
       backprops are the tape's gradients of that forward (it is linear in each argument);
-    * grouped Conv2D (filter depth a proper divisor of the input's channels; TF's CPU kernels
-      compute no gradients for it, and only some builds its forward): one Conv2D per group on its
-      channels, concatenated; its backprops are the tape's gradients of that forward.
+    * grouped Conv2D/Conv3D (filter depth a proper divisor of the input's channels; TF's CPU
+      kernels compute no gradients for them, and only some builds Conv2D's forward): one
+      convolution per group on its channels, concatenated; its backprops are the tape's
+      gradients of that forward.
     """
     with tf.device(CPU):
         if op_type.startswith("FusedBatchNorm"):
@@ -111,8 +112,8 @@ def _windowed(op_type, inputs, attrs):
             return grad[tuple(slice(None, None, d) for d in rates)]
     if op_type.startswith("Depthwise") and attrs["strides"][1] != attrs["strides"][2]:
         return _depthwise_unequal_strides(op_type, inputs, attrs)
-    if op_type.startswith("Conv2D") and _conv_groups(inputs) > 1:
-        return _grouped_conv2d(op_type, inputs, attrs)
+    if op_type.startswith(("Conv2D", "Conv3D")) and _conv_groups(inputs) > 1:
+        return _grouped_conv(op_type, inputs, attrs)
     return getattr(tf.raw_ops, op_type)(**inputs, **attrs)
 
 
@@ -139,7 +140,7 @@ def _dilate(f, rates):
 def _backprop_by_tape(forward, op_type, inputs, attrs):
     """A convolution backprop (op_type ends in BackpropInput or BackpropFilter) as the tape's
     gradient of `forward` ({"input", "filter"}, attrs) -> output: it is linear in each argument."""
-    filter_grad = op_type.endswith("Filter")
+    filter_grad = "BackpropFilter" in op_type       # Conv3D's end in V2
     dy = inputs["out_backprop"]
     x = inputs["input"] if filter_grad else tf.zeros(np.array(inputs["input_sizes"]), dy.dtype)
     f = tf.zeros(np.array(inputs["filter_sizes"]), dy.dtype) if filter_grad else inputs["filter"]
@@ -176,25 +177,27 @@ def _depthwise_unequal_strides(op_type, inputs, attrs):
 
 
 def _conv_groups(inputs):
-    """Groups of an NHWC Conv2D-family case: input channels / filter depth when that is a valid
-    grouping (TF's CPU kernels report an invalid one themselves), else 1."""
+    """Groups of a channels-last Conv2D/Conv3D-family case: input channels / filter depth when
+    that is a valid grouping (TF's CPU kernels report an invalid one themselves), else 1."""
     c = int(np.array(inputs["input_sizes"])[-1]) if "input_sizes" in inputs else inputs["input"].shape[-1]
     f = [int(d) for d in np.array(inputs["filter_sizes"])] if "filter_sizes" in inputs \
         else inputs["filter"].shape.as_list()
-    if len(f) != 4 or f[2] <= 0 or c == 0 or c % f[2] or c == f[2]:
+    depth, out = f[-2], f[-1]
+    if len(f) not in (4, 5) or depth <= 0 or c == 0 or c % depth or c == depth:
         return 1
-    return c // f[2] if f[3] % (c // f[2]) == 0 else 1
+    return c // depth if out % (c // depth) == 0 else 1
 
 
-def _grouped_conv2d(op_type, inputs, attrs):
-    """NHWC grouped Conv2D: group g's input channels convolved with its filter columns, one
-    plain Conv2D each, concatenated; backprops by the tape."""
-    if op_type != "Conv2D":
-        return _backprop_by_tape(lambda ins, a: _grouped_conv2d("Conv2D", ins, a),
+def _grouped_conv(op_type, inputs, attrs):
+    """Channels-last grouped Conv2D or Conv3D: group g's input channels convolved with its
+    filter columns, one plain convolution each, concatenated; backprops by the tape."""
+    forward = "Conv3D" if op_type.startswith("Conv3D") else "Conv2D"
+    if op_type != forward:
+        return _backprop_by_tape(lambda ins, a: _grouped_conv(forward, ins, a),
                                  op_type, inputs, attrs)
-    groups = _conv_groups(inputs)
+    groups, conv = _conv_groups(inputs), getattr(tf.raw_ops, forward)
     pieces = zip(tf.split(inputs["input"], groups, axis=-1), tf.split(inputs["filter"], groups, axis=-1))
-    return tf.concat([tf.raw_ops.Conv2D(input=x, filter=f, **attrs) for x, f in pieces], axis=-1)
+    return tf.concat([conv(input=x, filter=f, **attrs) for x, f in pieces], axis=-1)
 
 
 _R = np.random.default_rng(1)
@@ -321,6 +324,17 @@ CASES = [
     ("Conv3DBackpropFilterV2", {"input": _f32(2, 5, 6, 4, 3), "filter_sizes": np.array([2, 3, 2, 3, 4], np.int32),
                                 "out_backprop": _f32(2, 4, 2, 3, 4)},
      dict(strides=[1, 1, 2, 1, 1], padding="VALID")),
+    # grouped (Keras' Conv3D(groups=G)): 2 groups of 2 channels; 4 of one, NCDHW
+    ("Conv3D", {"input": _f32(2, 4, 5, 5, 4), "filter": _f32(3, 3, 3, 2, 6)},
+     dict(strides=[1, 1, 1, 1, 1], padding="SAME")),
+    ("Conv3D", {"input": _f32(1, 4, 3, 5, 4), "filter": _f32(2, 2, 2, 1, 8)},
+     dict(strides=[1, 1, 1, 2, 2], padding="SAME", data_format="NCDHW")),
+    ("Conv3DBackpropInputV2", {"input_sizes": np.array([2, 4, 5, 5, 4], np.int32),
+                               "filter": _f32(3, 3, 3, 2, 6), "out_backprop": _f32(2, 4, 5, 5, 6)},
+     dict(strides=[1, 1, 1, 1, 1], padding="SAME")),
+    ("Conv3DBackpropFilterV2", {"input": _f32(2, 4, 5, 5, 4), "filter_sizes": np.array([3, 3, 3, 2, 6], np.int32),
+                                "out_backprop": _f32(2, 1, 2, 2, 6)},
+     dict(strides=[1, 2, 2, 2, 1], padding="VALID")),
     ("GatherNd", {"params": _f32(4, 5, 3), "indices": np.array([[[1, 2], [3, 0]], [[0, 4], [1, 2]]], np.int32)}, {}),
     ("GatherNd", {"params": _i32(-9, 9, 4, 5), "indices": np.array([[3], [0], [3]], np.int64)}, {}),
     ("ScatterNd", {"indices": np.array([[1], [3], [1]], np.int32), "updates": _f32(3, 5),
