@@ -159,6 +159,11 @@ FORWARD = {
                       [rand(1, 3, 4, 5)], ["Slice", "StridedSlice"]),
     "select": (lambda c, a, b: [tf.where(c, a, b), tf.raw_ops.Select(condition=c, x=a, y=b)],
                [rand(1, 3, 4) > 0, rand(2, 3, 4), rand(3, 3, 4)], ["SelectV2", "Select"]),
+    # a scalar condition picks all of x or all of y (pfor's Select, in GradientTape.jacobian)
+    "select_scalar_condition": (
+        lambda c, a, b: [tf.raw_ops.Select(condition=c, x=a * 2.0, y=b),
+                         tf.raw_ops.Select(condition=tf.logical_not(c), x=a * 2.0, y=b)],
+        [np.array(True), rand(2, 3, 4), rand(3, 3, 4)], ["Select"]),
 }
 
 
@@ -285,3 +290,19 @@ def test_narrow_float_within_one_ulp(name, dtype):
         assert got.dtype == dtype.as_numpy_dtype
         np.testing.assert_allclose(got.astype(np.float32), ref, rtol=ulp, atol=1e-5)
     assert delta["models_run"] >= 1 and not set(e.ops_on("cpu")) & MATH, str(e)
+
+
+def test_jacobian_of_a_function_matches_cpu():
+    # GradientTape.jacobian vectorizes the backward pass (pfor), which emits Select (v1) with a
+    # scalar condition; the NPU compiled it as a wrong-shaped condition before.
+    x = rand(1, 2, 3)
+
+    def jacobian(device):
+        with tf.device(device):
+            w = tf.Variable(rand(2, 3, 2))
+            f = tf.function(lambda x: tf.tanh(tf.matmul(x, w)))
+            with tf.GradientTape() as tape:
+                y = f(tf.constant(x))
+            return tape.jacobian(y, w).numpy()
+
+    np.testing.assert_allclose(jacobian(NPU), jacobian(CPU), **GRAD)

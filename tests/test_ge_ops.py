@@ -59,6 +59,7 @@ CASES = [
       for op in ("BitwiseAnd", "BitwiseOr", "BitwiseXor")],
     ("SelectV2", {"condition": f32(3, 1) > 0, "t": f32(1, 4), "e": f32(3, 4)}, {}),
     ("Select", {"condition": f32(3) > 0, "x": f32(3, 4), "y": f32(3, 4)}, {}),
+    ("Select", {"condition": np.array(False), "x": f32(3, 4), "y": f32(3, 4)}, {}),
     ("AddN", {"inputs": [f32(2, 3), f32(2, 3), f32(2, 3)]}, {}),
     ("Cast", {"x": f32(3, 4) * 4}, {"DstT": tf.int32}),
     ("Cast", {"x": ints(-2, 3, 5)}, {"DstT": tf.bool}),

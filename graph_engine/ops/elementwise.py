@@ -354,7 +354,8 @@ class SelectV2(Op):
 
 @register
 class Select(Op):
-    """Select v1: condition has the shape of t, or is a vector over t's first dimension."""
+    """Select v1: condition has the shape of t, is a vector over t's first dimension, or is a
+    scalar picking all of t or all of e (pfor's, in GradientTape.jacobian)."""
     mixlist = "gray"
     fusible = True
     arity = 3
@@ -364,13 +365,14 @@ class Select(Op):
         c, t, e = shapes
         if t != e:
             raise ValueError(f"Select: t {list(t)} and e {list(e)} must have the same shape")
-        if c != t and not (len(c) == 1 and len(t) >= 1 and c[0] == t[0]):
-            raise ValueError(f"Select: condition {list(c)} must have shape {list(t)} or [{t[0]}]")
+        if c != t and c != () and not (len(c) == 1 and len(t) >= 1 and c[0] == t[0]):
+            raise ValueError(f"Select: condition {list(c)} must be a scalar or have shape "
+                             f"{list(t)}" + (f" or [{t[0]}]" if t else ""))
         return [t]
 
     def compute(self, xs, attrs):
         c, t, e = xs
-        if c.shape != t.shape:
+        if c.shape != t.shape and c.ndim == 1:
             c = c.reshape(c.shape + (1,) * (t.ndim - 1))
         return np.where(c, t, e)
 
