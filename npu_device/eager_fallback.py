@@ -89,6 +89,8 @@ _CONTAINER_DTYPES = frozenset(("variant", "resource", "string"))
 def _callback(op_type, inputs, attrs, outputs, op_name=None, graph=None):
     if graph is not None or not outputs:       # graph construction, or nothing to look at
         return None
+    if isinstance(op_type, bytes):             # so TF's fast path passes it
+        op_type = op_type.decode()
     for t in outputs:                          # the common case: it ran on the NPU
         if ":CPU:" not in t.device:
             return None

@@ -90,11 +90,13 @@ def test_cpu_fallback_is_logged_once_per_op_and_reason(caplog):
             tf.strings.as_string(x)                    # CPU-only in TF anyway: no warning
             tf.raw_ops.OptionalFromValue(components=[x])   # a host object (Keras' iterator)
             d = tf.cast(x, tf.float64) * 2.0           # float64: NPU kernels exist, not for it
+            tf.reverse(tf.constant([1, 2], tf.int8), [0])  # its op name arrives as bytes
             y = x * 3.0                                # runs on the NPU: no warning
         with tf.device("/CPU:0"):
             tf.math.cumprod(x)                         # asked for CPU: no warning
     lines = [r.getMessage() for r in caplog.records if "ran on CPU" in r.getMessage()]
     assert sum("Reverse" in m and "no kernel" in m for m in lines) == 1, lines
+    assert any("op ReverseV2 ran" in m for m in lines) and not any("b'" in m for m in lines), lines
     assert not any("AsString" in m or "Cumprod" in m or "Optional" in m for m in lines), lines
     assert any("Mul" in m and "DT_DOUBLE" in m for m in lines), lines
     assert not any("op Mul ran" in m and "DT_FLOAT'" in m for m in lines), lines

@@ -164,6 +164,11 @@ FORWARD = {
         lambda c, a, b: [tf.raw_ops.Select(condition=c, x=a * 2.0, y=b),
                          tf.raw_ops.Select(condition=tf.logical_not(c), x=a * 2.0, y=b)],
         [np.array(True), rand(2, 3, 4), rand(3, 3, 4)], ["Select"]),
+    "bincount_of_empty_inputs": (
+        lambda a, b, c: [tf.math.bincount(a, minlength=3) + c[0],
+                         tf.math.bincount(b, minlength=2, axis=-1) + c[:2]],
+        [np.zeros(0, np.int32), np.zeros((3, 0), np.int32), np.arange(3, dtype=np.int32)],
+        ["DenseBincount"]),
 }
 
 

@@ -225,7 +225,7 @@ def _bincount(name, arr, weights, size, binary):
         raise ValueError("Input arr must be non-negative!" if name == "Bincount" else
                          f"Input 'in' must be non-negative! Negative input value found: "
                          f"{arr[arr < 0][0]}")
-    rows = arr.reshape(-1, arr.shape[-1]) if arr.ndim else arr.reshape(1, 1)
+    rows = arr if arr.ndim == 2 else arr.reshape(1, -1)      # (reshape(-1, 0) is ambiguous)
     w = weights.reshape(rows.shape) if weights.size else None
     out = np.zeros((rows.shape[0], size), weights.dtype)
     for r, row in enumerate(rows):
@@ -286,8 +286,7 @@ class DenseBincount(Op):
 
     def compute(self, xs, attrs):
         arr, weights = xs
-        out = _bincount(self.name, arr.reshape(-1, arr.shape[-1]) if arr.ndim == 2 else
-                        arr.reshape(1, -1), weights, scalar(attrs, "size"),
+        out = _bincount(self.name, arr, weights, scalar(attrs, "size"),
                         bool(attrs.get("binary_output", False)))
         return out if arr.ndim == 2 else out[0]
 
