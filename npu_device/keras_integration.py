@@ -92,6 +92,8 @@ def install():
         if TensorFlowTrainer is not None and hasattr(TensorFlowTrainer, method):
             setattr(TensorFlowTrainer, method,
                     _warn_on_rounded_steps(getattr(TensorFlowTrainer, method), step_args))
+    from npu_device.train import optimizer as loss_scaling
+    loss_scaling.install()       # Keras's LossScaleOptimizer sees saturated float16 overflow
     Trainer._npu_device_jit_hook = True
     return True
 

@@ -86,15 +86,65 @@ def test_exploding_scale_backs_off_skips_and_recovers(mode):
     assert np.all(np.isfinite(losses)) and losses[-1] < 0.7 * losses[0]
 
 
-def test_saturation_overflow_is_invisible_without_the_flag():
-    """Keras's LossScaleOptimizer scans gradients for inf/NaN: saturated gradients pass, so it
-    applies every step (with garbage); the flag makes NpuLossScaleOptimizer skip them."""
+def test_keras_loss_scale_optimizer_sees_saturated_overflow():
+    """Keras's own LossScaleOptimizer scans gradients for inf/NaN, and saturated ones pass: it
+    would apply every step (with garbage) and keep its scale. npu_device gives it the float
+    status check NpuLossScaleOptimizer has, so it backs off and skips as that one does."""
     precision.set_overflow_mode("saturation")
     plain = keras.optimizers.LossScaleOptimizer(keras.optimizers.Adam(1e-2),
                                                 initial_scale=2.0**30)
-    fit(plain)
-    assert int(plain.iterations.numpy()) == STEPS
-    assert float(plain.dynamic_scale.numpy()) == 2.0**30
+    _, losses = fit(plain)
+    assert 10 <= STEPS - int(plain.iterations.numpy()) < STEPS // 2
+    assert float(plain.dynamic_scale.numpy()) < 2.0**30
+    assert np.all(np.isfinite(losses)) and losses[-1] < 0.7 * losses[0]
+
+
+def test_mixed_float16_policy_fit_matches_the_cpu():
+    """keras.io's mixed precision recipe (policy mixed_float16: Keras wraps the optimizer in its
+    LossScaleOptimizer): targets of ~1000 overflow float16 at the initial scale 2**15, so the
+    first steps are skipped while the scale halves, on the CPU as on the NPU (where the
+    overflow saturates, in the default mode); then the same steps are applied."""
+    npu_device.set_npu_config(precision_mode="must_keep_origin_dtype")
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(80, 8)).astype(np.float32)          # 3 batches of 32, the last 16
+    y = (rng.normal(size=(80, 2)) * 1000).astype(np.float32)
+    runs = []
+    keras.config.set_dtype_policy("mixed_float16")
+    try:
+        for device in ("/device:NPU:0", "/CPU:0"):
+            with tf.device(device):
+                keras.utils.set_random_seed(0)
+                model = keras.Sequential([keras.Input((8,)),
+                                          keras.layers.Dense(16, activation="relu"),
+                                          keras.layers.Dense(2, dtype="float32")])
+                model.compile(optimizer=keras.optimizers.SGD(1e-4), loss="mse")
+                losses = model.fit(x, y, batch_size=32, epochs=8, shuffle=False,
+                                   verbose=0).history["loss"]
+                runs.append((losses, float(model.optimizer.dynamic_scale.numpy()),
+                             int(model.optimizer.iterations.numpy()), model.get_weights()))
+    finally:
+        keras.config.set_dtype_policy("float32")
+    (npu_losses, npu_scale, npu_steps, npu_w), (cpu_losses, cpu_scale, cpu_steps, cpu_w) = runs
+    assert (npu_scale, npu_steps) == (cpu_scale, cpu_steps)
+    assert 0 < cpu_steps < 24 and cpu_scale < 2.0**15          # some skipped, some applied
+    np.testing.assert_allclose(npu_losses, cpu_losses, rtol=1e-4)
+    for got, want in zip(npu_w, cpu_w):
+        np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-4)      # float16 math
+
+
+def test_npu_loss_scale_optimizer_saves_and_loads(tmp_path):
+    for dynamic in (True, False):
+        model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+        model.compile(NpuLossScaleOptimizer(keras.optimizers.Adam(1e-3), initial_scale=256.0,
+                                            dynamic=dynamic), "mse")
+        model.fit(np.ones((8, 4), np.float32), np.ones((8, 1), np.float32), verbose=0)
+        model.save(tmp_path / "model.keras")
+        loaded = keras.models.load_model(tmp_path / "model.keras")
+        assert isinstance(loaded.optimizer, NpuLossScaleOptimizer)
+        assert loaded.optimizer.dynamic == dynamic
+        assert float(loaded.optimizer.dynamic_scale.numpy()) == 256.0
+        x = np.ones((2, 4), np.float32)
+        np.testing.assert_allclose(loaded.predict(x, verbose=0), model.predict(x, verbose=0))
 
 
 def test_dynamic_growth_and_fixed_scale():

@@ -7,6 +7,10 @@ gradients overflowed is skipped and the scale halves; after `dynamic_growth_step
 finite steps in a row the scale doubles. `dynamic=False` keeps `initial_scale` fixed (overflowing
 steps are still skipped).
 
+Keras's own LossScaleOptimizer (keras.mixed_precision's "mixed_float16" recipe) gets the same
+overflow check once npu_device is imported (install(), called by npu_device.keras_integration);
+this class adds `dynamic=False` and keeps its update in float32 under every precision mode.
+
 Overflow means: the NPU float-status flag was raised while computing the gradients (the only
 sign of an fp16 overflow in saturation mode, where it stores ±65504 instead of inf), or a
 gradient is inf/NaN (inf_nan mode, and float32 overflow in either mode). The flag is read and
@@ -15,6 +19,8 @@ update: this step's forward and backward passes (and, rarely relevant, NPU work 
 such as an evaluation: an fp16 overflow there skips one step). Clearing it between the forward
 and the backward pass instead would split the compiled train step in two.
 """
+import functools
+
 import keras
 import tensorflow as tf
 
@@ -31,6 +37,33 @@ def _status_bits(*deps):
     return tf.reshape(bits, [])
 
 
+def _check_finite_with_float_status(check_finite):
+    """Keras LossScaleOptimizer.check_finite that also sees NPU float16 overflow: the float
+    status bits, read and cleared once the gradients exist (in both modes: a later switch to
+    saturation must not see stale bits; only saturation needs them, inf_nan overflow shows in
+    the gradients)."""
+    @functools.wraps(check_finite)
+    def wrapper(self, grads):
+        finite = check_finite(self, grads)
+        bits = _status_bits(*[g.values if isinstance(g, tf.IndexedSlices) else g
+                              for g in grads if g is not None])
+        if precision.overflow_mode() != "saturation":
+            return finite
+        return tf.logical_and(finite, tf.equal(bits, 0))
+    wrapper._npu_float_status = True
+    return wrapper
+
+
+def install():
+    """Makes Keras's own LossScaleOptimizer (the mixed_float16 recipe's) skip steps whose float16
+    results saturated: in saturation mode its gradients stay finite, so it would apply them
+    and never lower the scale (idempotent)."""
+    cls = keras.optimizers.LossScaleOptimizer
+    if not getattr(cls.check_finite, "_npu_float_status", False):
+        cls.check_finite = _check_finite_with_float_status(cls.check_finite)
+
+
+@keras.saving.register_keras_serializable(package="npu_device")
 class NpuLossScaleOptimizer(keras.optimizers.LossScaleOptimizer):
     def __init__(self, inner_optimizer, initial_scale=2.0**15, dynamic_growth_steps=2000,
                  dynamic=True, name=None, **kwargs):
@@ -46,16 +79,6 @@ class NpuLossScaleOptimizer(keras.optimizers.LossScaleOptimizer):
                          dynamic_growth_steps=dynamic_growth_steps if dynamic else _NEVER,
                          name=name, **kwargs)
         self.dynamic = bool(dynamic)
-
-    def check_finite(self, grads):
-        finite = super().check_finite(grads)
-        # Cleared in both modes (a later switch to saturation must not see stale bits); only
-        # saturation mode needs it: inf_nan overflow shows in the gradients.
-        bits = _status_bits(*[g.values if isinstance(g, tf.IndexedSlices) else g
-                              for g in grads if g is not None])
-        if precision.overflow_mode() != "saturation":
-            return finite
-        return tf.logical_and(finite, tf.equal(bits, 0))
 
     def _stateful_handle_finite_grads(self, grads, trainable_variables):
         # The update (unscaling, optimizer math) stays float32 in every precision mode: Adam's
