@@ -216,7 +216,8 @@ OPTIONS = (
            ANY_TIME,
            "What a float16 store that overflows (|x| > 65504) writes: saturation = ±65504, as "
            "Ascend training chips do; inf_nan = ±inf (IEEE). Either way it raises the float "
-           "status that npu_device.precision.float_status() and the loss scale optimizers (Keras's and NpuLossScaleOptimizer) read. "
+           "status that npu_device.precision.float_status() and the loss scale optimizers "
+           "(Keras's and NpuLossScaleOptimizer) read. "
            "npu_device.precision.set_overflow_mode() sets this option. Kernels run afterwards "
            "use it."),
     Option("deterministic", boolean, "true, false", False, NEXT_COMPILE,
