@@ -422,8 +422,10 @@ def float_to_int(x, dst):
 class Cast(Op):
     fusible = integer_math = layout_agnostic = True
     arity = 1
-    # uint64: tf.random.Generator's draw counts and state (eager draws cast and bitcast them)
-    type_attrs = {"SrcT": ALL + COMPLEX + (dt.DT_UINT64,), "DstT": ALL + COMPLEX + (dt.DT_UINT64,)}
+    # uint8/int8/int16: images and quantized data on their way to float; uint64: tf.random.
+    # Generator's draw counts and state (eager draws cast and bitcast them)
+    _STORAGE = (dt.DT_UINT8, dt.DT_INT8, dt.DT_INT16, dt.DT_UINT64)
+    type_attrs = {"SrcT": ALL + COMPLEX + _STORAGE, "DstT": ALL + COMPLEX + _STORAGE}
 
     def shapes(self, shapes, attrs):
         return [shapes[0]]
