@@ -56,8 +56,9 @@ def run_on(device, fn):
     return None, [np.asarray(t) for t in out], out
 
 
-def same_on_cpu_and_npu(fn, npu_outputs_on_npu=True):
-    """Runs fn on CPU and on the NPU; returns the CPU results (or the error class)."""
+def same_on_cpu_and_npu(fn, npu_outputs_on_npu=True, rtol=0.0):
+    """Runs fn on CPU and on the NPU; returns the CPU results (or the error class). Results are
+    bit-identical, or within rtol where it is given."""
     cpu_err, cpu, _ = run_on(CPU, fn)
     npu_err, npu, tensors = run_on(NPU, fn)
     assert cpu_err == npu_err, (cpu_err, cpu, npu_err, npu)
@@ -69,7 +70,10 @@ def same_on_cpu_and_npu(fn, npu_outputs_on_npu=True):
         assert c.dtype == n.dtype and c.shape == n.shape, (c, n)
         # bit-identical (bfloat16 and half compared through float64, exactly)
         wide = np.float64 if c.dtype.kind == "V" or c.dtype in (np.float16, BF16) else c.dtype
-        np.testing.assert_array_equal(c.astype(wide), n.astype(wide))
+        if rtol:
+            np.testing.assert_allclose(n.astype(wide), c.astype(wide), rtol=rtol)
+        else:
+            np.testing.assert_array_equal(c.astype(wide), n.astype(wide))
     if npu_outputs_on_npu:
         for t in tensors:
             if isinstance(t, tf.Tensor):

@@ -1,5 +1,6 @@
 // NPU kernels for the sparse resource-variable ops: ResourceGather, ResourceGatherNd,
-// ResourceScatter{Add,Sub,Mul,Div,Min,Max,Update} and ResourceScatterNd{Add,Sub,Update,Min,Max}.
+// ResourceScatter{Add,Sub,Mul,Div,Min,Max,Update}, ResourceScatterNd{Add,Sub,Update,Min,Max},
+// ResourceStridedSliceAssign (v[1:3, ::2].assign(...)) and ResourceCountUpTo.
 //
 // Variables live on the NPU (TF's DEVICE_DEFAULT VarHandleOp / ReadVariableOp kernels and the
 // dense Assign* kernels of variable_ops.cc), so embedding lookups and sparse (IndexedSlices)
@@ -13,7 +14,13 @@
 // InvalidArgumentError, duplicate indices applied in order (add/sub accumulate), scalar updates
 // broadcast, batch_dims, the variable's mutex and its copy-on-read mode. The element work is
 // TF's own CPU functors (header templates of the wheel, and the DoScatterNd / GatherNdSlice
-// instantiations libtensorflow_cc exports), so results are bit-identical to TF on CPU.
+// instantiations libtensorflow_cc exports), so results are bit-identical to TF on CPU. Each op
+// takes the dtypes TF's CPU kernels take among those NPU variables hold: gathers and updates every
+// one, the arithmetic scatters the numbers, min/max the real numbers.
+//
+// ResourceStridedSliceAssign validates with TF's own ValidateStridedSliceOp and broadcasts as
+// TF's StridedSliceAssignBCast says, and then moves elements as raw bytes (it never computes
+// on them), one code path for every dtype.
 //
 // Device memory of the simulated NPU is host memory: each kernel waits for the work queued on
 // its NPU stream (which may still write the variable or the indices) and then touches the
@@ -24,11 +31,16 @@
 // the variable's, indices whose batch dimensions differ from the variable's, a dtype attr that
 // does not match the variable) are InvalidArgumentErrors here rather than out-of-bounds access
 // or a CHECK failure.
+//
+// Complex ScatterMul/Div may differ from TF's CPU results in the last bit: this build's Eigen
+// (AVX2, FMA) vectorizes and rounds complex products differently from the wheel's (AVX).
 #define EIGEN_USE_THREADS
 
 #include <cstring>
 #include <limits>
 #include <string>
+#include <type_traits>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "npurt/npurt.h"
@@ -52,6 +64,7 @@
 #include "tensorflow/core/kernels/scatter_nd_op.h"
 #include "tensorflow/core/platform/logging.h"
 #include "tensorflow/core/util/bad_indices_policy.h"
+#include "tensorflow/core/util/strided_slice_op.h"
 
 namespace tensorflow {
 namespace functor {
@@ -371,6 +384,169 @@ class ResourceScatterNdOp : public OpKernel {
 };
 
 // ---------------------------------------------------------------------------------------------
+// A variable that exists but holds no value (an assignment refused by variable_memory_max_size
+// leaves one so): TF's read error rather than touching an empty buffer.
+absl::Status CheckInitialized(OpKernelContext* c, Var& v) {
+  if (v.is_initialized && v.tensor()->IsInitialized()) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "Error while reading resource variable ", HandleFromInput(c, 0).name(),
+      ". This could mean that the variable was uninitialized."));
+}
+
+// ---------------------------------------------------------------------------------------------
+// ResourceStridedSliceAssign: ref[begin:end:strides] = value (value broadcast to the slice).
+class ResourceStridedSliceAssignOp : public OpKernel {
+ public:
+  explicit ResourceStridedSliceAssignOp(OpKernelConstruction* c) : OpKernel(c) {
+    OP_REQUIRES_OK(c, c->GetAttr("T", &dtype_));
+    OP_REQUIRES_OK(c, c->GetAttr("begin_mask", &begin_mask_));
+    OP_REQUIRES_OK(c, c->GetAttr("end_mask", &end_mask_));
+    OP_REQUIRES_OK(c, c->GetAttr("ellipsis_mask", &ellipsis_mask_));
+    OP_REQUIRES_OK(c, c->GetAttr("new_axis_mask", &new_axis_mask_));
+    OP_REQUIRES_OK(c, c->GetAttr("shrink_axis_mask", &shrink_axis_mask_));
+  }
+
+  void Compute(OpKernelContext* c) override {
+    tensorflow::core::RefCountPtr<Var> v;
+    OP_REQUIRES_OK(c, LookupResource(c, HandleFromInput(c, 0), &v));
+    OP_REQUIRES_OK(c, CheckInitialized(c, *v));
+    OP_REQUIRES_OK(c, EnsureSparseVariableAccess(c, v.get()));
+    tsl::mutex_lock ml(*v->mu());
+    const Tensor& lhs = *v->tensor();
+    OP_REQUIRES(c, lhs.dtype() == dtype_,
+                absl::InvalidArgumentError(absl::StrCat(
+                    "l-value dtype ", DataTypeString(lhs.dtype()), " does not match r-value dtype ",
+                    DataTypeString(dtype_))));
+    TensorShape processing_shape, final_shape;
+    bool is_identity = true, is_simple_slice = true, slice_dim0 = true;
+    absl::InlinedVector<int64_t, 4> begin, end, strides;
+    tensorflow::StridedSliceShapeSpec spec;
+    OP_REQUIRES_OK(c, tensorflow::ValidateStridedSliceOp(
+                          &c->input(1), &c->input(2), c->input(3), lhs.shape(), begin_mask_,
+                          end_mask_, ellipsis_mask_, new_axis_mask_, shrink_axis_mask_,
+                          &processing_shape, &final_shape, &is_identity, &is_simple_slice,
+                          &slice_dim0, &begin, &end, &strides, &spec));
+    if (processing_shape.num_elements() <= 0) return;  // TF checks nothing more either
+
+    const Tensor& value = c->input(4);
+    tensorflow::StridedSliceAssignBCast bcast(value.shape().dim_sizes(),
+                                              final_shape.dim_sizes());
+    OP_REQUIRES(c, bcast.IsValid(),
+                absl::InvalidArgumentError(absl::StrCat(
+                    "Cannot broadcast input shape ", value.shape().DebugString(),
+                    " into final shape ", final_shape.DebugString())));
+    // The value's dimensions in those of the variable (shrunk axes back, new axes out).
+    const int dims = processing_shape.dims();
+    const bool remapped = bcast.RemapDimensions(dims, spec.output_to_processing_mapping);
+    const auto& value_dims = bcast.reshape();
+    int64_t value_elements = 1;
+    for (int64_t d : value_dims) value_elements *= d;
+    OP_REQUIRES(c, remapped && static_cast<int>(value_dims.size()) == dims &&
+                       value_elements == value.NumElements(),
+                absl::InternalError(absl::StrCat(
+                    "cannot map the r-value shape ", value.shape().DebugString(),
+                    " to the slice ", processing_shape.DebugString(), " of the l-value")));
+
+    OP_REQUIRES_OK(c, SyncComputeStream(c));
+    OP_REQUIRES_OK(c, PrepareToUpdateVariable(c, v.get()));  // a reader shares the buffer
+    // A real NPU would launch a strided copy on the stream here.
+    std::vector<int64_t> size(dims), dst_stride(dims), src_stride(dims);
+    int64_t dst = 1, src = 1;
+    for (int i = dims - 1; i >= 0; --i) {
+      size[i] = processing_shape.dim_size(i);
+      dst_stride[i] = dst;
+      src_stride[i] = value_dims[i] == 1 ? 0 : src;  // a broadcast dimension repeats
+      dst *= lhs.dim_size(i);
+      src *= value_dims[i];
+    }
+    StridedCopy(value, size, dst_stride, src_stride, begin, strides, v->tensor());
+  }
+
+ private:
+  // Every element of the slice (an odometer over its dimensions, the innermost one a run) gets
+  // its element of `value`, as bytes.
+  static void StridedCopy(const Tensor& value, const std::vector<int64_t>& size,
+                          const std::vector<int64_t>& dst_stride,
+                          const std::vector<int64_t>& src_stride,
+                          const absl::InlinedVector<int64_t, 4>& begin,
+                          const absl::InlinedVector<int64_t, 4>& strides, Tensor* lhs) {
+    const size_t elem = tensorflow::DataTypeSize(lhs->dtype());
+    char* dst = static_cast<char*>(lhs->data());
+    const char* src = static_cast<const char*>(value.data());
+    const int dims = static_cast<int>(size.size());
+    if (dims == 0) {  // a scalar variable
+      std::memcpy(dst, src, elem);
+      return;
+    }
+    const int inner = dims - 1;
+    const int64_t dst_step = strides[inner] * dst_stride[inner];
+    const int64_t src_step = src_stride[inner];
+    const bool contiguous = dst_step == 1 && src_step == 1;
+    std::vector<int64_t> index(dims, 0);
+    while (true) {
+      int64_t d = begin[inner] * dst_stride[inner], s = 0;
+      for (int i = 0; i < inner; ++i) {
+        d += (begin[i] + index[i] * strides[i]) * dst_stride[i];
+        s += index[i] * src_stride[i];
+      }
+      if (contiguous) {
+        std::memcpy(dst + d * elem, src + s * elem, size[inner] * elem);
+      } else {
+        for (int64_t k = 0; k < size[inner]; ++k, d += dst_step, s += src_step) {
+          std::memcpy(dst + d * elem, src + s * elem, elem);
+        }
+      }
+      int i = inner - 1;
+      for (; i >= 0 && ++index[i] == size[i]; --i) index[i] = 0;
+      if (i < 0) return;
+    }
+  }
+
+  DataType dtype_;
+  tensorflow::int32 begin_mask_ = 0, end_mask_ = 0, ellipsis_mask_ = 0, new_axis_mask_ = 0,
+                    shrink_axis_mask_ = 0;
+};
+
+// ---------------------------------------------------------------------------------------------
+// ResourceCountUpTo: outputs the variable's scalar value and increments it, or OutOfRange once
+// the value has reached `limit`.
+template <typename T>
+class ResourceCountUpToOp : public OpKernel {
+ public:
+  explicit ResourceCountUpToOp(OpKernelConstruction* c) : OpKernel(c) {
+    OP_REQUIRES_OK(c, c->GetAttr("limit", &limit_));
+  }
+
+  void Compute(OpKernelContext* c) override {
+    tensorflow::core::RefCountPtr<Var> v;
+    OP_REQUIRES_OK(c, LookupResource(c, HandleFromInput(c, 0), &v));
+    OP_REQUIRES_OK(c, CheckInitialized(c, *v));
+    tsl::mutex_lock ml(*v->mu());
+    OP_REQUIRES_OK(c, CheckVariableDtype(*v->tensor(), DataTypeToEnum<T>::v()));
+    OP_REQUIRES(c, TensorShapeUtils::IsScalar(v->tensor()->shape()),
+                absl::InvalidArgumentError(absl::StrCat(
+                    "input is not a scalar: ", v->tensor()->shape().DebugString())));
+    OP_REQUIRES_OK(c, SyncComputeStream(c));
+    // A real NPU would read the value back from the device and launch the increment.
+    T before;
+    std::memcpy(&before, v->tensor()->data(), sizeof(T));
+    OP_REQUIRES(c, before < limit_,
+                absl::OutOfRangeError(absl::StrCat("Reached limit of ", limit_)));
+    Tensor* out = nullptr;
+    OP_REQUIRES_OK(c, c->allocate_output(0, TensorShape({}), &out));
+    std::memcpy(out->data(), &before, sizeof(T));
+    // TF's kernel gives the variable a new buffer (the old one becomes the output); a copy of
+    // the value as the output and copy-on-write keep the variable's buffer instead.
+    OP_REQUIRES_OK(c, PrepareToUpdateVariable(c, v.get()));
+    const T after = before + 1;
+    std::memcpy(v->tensor()->data(), &after, sizeof(T));
+  }
+
+ private:
+  T limit_;
+};
+
+// ---------------------------------------------------------------------------------------------
 // Registration.
 
 template <typename Kernel>
@@ -388,7 +564,10 @@ void Register(const char* op, const char* resource_arg, const char* type_attr, D
       class_name, [](OpKernelConstruction* c) -> OpKernel* { return new Kernel(c); });
 }
 
-template <typename T, typename Index>
+// The ops of each dtype class, as TF's CPU registrations: gathers and updates for every dtype,
+// the arithmetic scatters for numbers (and ScatterNd add/sub for bool, as TF), min/max for real
+// numbers.
+template <typename T, typename Index, bool kArithmetic, bool kMinMax>
 void RegisterForTypes() {
   const DataType t = DataTypeToEnum<T>::v();
   const DataType ix = DataTypeToEnum<Index>::v();
@@ -399,29 +578,64 @@ void RegisterForTypes() {
 #define NPU_SCATTER(name, op)                                                            \
   Register<ResourceScatterOp<T, Index, ScatterOp::op>>(name, "resource", "dtype", t, ix, \
                                                         "NpuResourceScatterOp")
-  NPU_SCATTER("ResourceScatterAdd", ADD);
-  NPU_SCATTER("ResourceScatterSub", SUB);
-  NPU_SCATTER("ResourceScatterMul", MUL);
-  NPU_SCATTER("ResourceScatterDiv", DIV);
-  NPU_SCATTER("ResourceScatterMin", MIN);
-  NPU_SCATTER("ResourceScatterMax", MAX);
-  NPU_SCATTER("ResourceScatterUpdate", ASSIGN);
-#undef NPU_SCATTER
 #define NPU_SCATTER_ND(name, op)                                                        \
   Register<ResourceScatterNdOp<T, Index, ScatterNdOp::op>>(name, "ref", "T", t, ix,     \
                                                             "NpuResourceScatterNdOp")
-  NPU_SCATTER_ND("ResourceScatterNdAdd", ADD);
-  NPU_SCATTER_ND("ResourceScatterNdSub", SUB);
+  NPU_SCATTER("ResourceScatterUpdate", ASSIGN);
   NPU_SCATTER_ND("ResourceScatterNdUpdate", ASSIGN);
-  NPU_SCATTER_ND("ResourceScatterNdMin", MIN);
-  NPU_SCATTER_ND("ResourceScatterNdMax", MAX);
+  if constexpr (kArithmetic) {
+    NPU_SCATTER("ResourceScatterAdd", ADD);
+    NPU_SCATTER("ResourceScatterSub", SUB);
+    NPU_SCATTER("ResourceScatterMul", MUL);
+    NPU_SCATTER("ResourceScatterDiv", DIV);
+  }
+  if constexpr (kArithmetic || std::is_same_v<T, bool>) {
+    NPU_SCATTER_ND("ResourceScatterNdAdd", ADD);
+    NPU_SCATTER_ND("ResourceScatterNdSub", SUB);
+  }
+  if constexpr (kMinMax) {
+    NPU_SCATTER("ResourceScatterMin", MIN);
+    NPU_SCATTER("ResourceScatterMax", MAX);
+    NPU_SCATTER_ND("ResourceScatterNdMin", MIN);
+    NPU_SCATTER_ND("ResourceScatterNdMax", MAX);
+  }
+#undef NPU_SCATTER
 #undef NPU_SCATTER_ND
 }
 
-template <typename T>
+// Begin, end and strides are read on the host, as TF's kernels do on every device; int32
+// values live in host memory on the NPU anyway.
+void RegisterStridedSliceAssign(DataType t) {
+  tensorflow::kernel_factory::OpKernelRegistrar(
+      tensorflow::KernelDefBuilder("ResourceStridedSliceAssign")
+          .Device(kNpuDeviceType)
+          .HostMemory("ref")
+          .HostMemory("begin")
+          .HostMemory("end")
+          .HostMemory("strides")
+          .TypeConstraint("T", t)
+          .Build(),
+      "NpuResourceStridedSliceAssignOp",
+      [](OpKernelConstruction* c) -> OpKernel* { return new ResourceStridedSliceAssignOp(c); });
+}
+
+template <typename T, bool kArithmetic = true, bool kMinMax = true>
 void RegisterForType() {
-  RegisterForTypes<T, tensorflow::int32>();
-  RegisterForTypes<T, tensorflow::int64>();
+  RegisterForTypes<T, tensorflow::int32, kArithmetic, kMinMax>();
+  RegisterForTypes<T, tensorflow::int64, kArithmetic, kMinMax>();
+  RegisterStridedSliceAssign(DataTypeToEnum<T>::v());
+}
+
+template <typename T>
+void RegisterCountUpTo() {
+  tensorflow::kernel_factory::OpKernelRegistrar(
+      tensorflow::KernelDefBuilder("ResourceCountUpTo")
+          .Device(kNpuDeviceType)
+          .HostMemory("resource")
+          .TypeConstraint("T", DataTypeToEnum<T>::v())
+          .Build(),
+      "NpuResourceCountUpToOp",
+      [](OpKernelConstruction* c) -> OpKernel* { return new ResourceCountUpToOp<T>(c); });
 }
 
 }  // namespace
@@ -446,7 +660,8 @@ absl::Status RegisterResourceKernels(int* registered) {
       "ResourceScatterSub",  "ResourceScatterMul",   "ResourceScatterDiv",
       "ResourceScatterMin",  "ResourceScatterMax",   "ResourceScatterUpdate",
       "ResourceScatterNdAdd", "ResourceScatterNdSub", "ResourceScatterNdUpdate",
-      "ResourceScatterNdMin", "ResourceScatterNdMax"};
+      "ResourceScatterNdMin", "ResourceScatterNdMax", "ResourceStridedSliceAssign",
+      "ResourceCountUpTo"};
   absl::Status status = CheckNoNpuKernels(kOps);
   if (!status.ok()) return status;
   RegisterForType<float>();
@@ -455,6 +670,17 @@ absl::Status RegisterResourceKernels(int* registered) {
   RegisterForType<double>();
   RegisterForType<tensorflow::int32>();
   RegisterForType<tensorflow::int64>();
+  RegisterForType<tensorflow::int8>();
+  RegisterForType<tensorflow::uint8>();
+  RegisterForType<tensorflow::int16>();
+  RegisterForType<tensorflow::uint16>();
+  RegisterForType<tensorflow::uint32>();
+  RegisterForType<tensorflow::uint64>();
+  RegisterForType<tensorflow::complex64, /*kArithmetic=*/true, /*kMinMax=*/false>();
+  RegisterForType<tensorflow::complex128, /*kArithmetic=*/true, /*kMinMax=*/false>();
+  RegisterForType<bool, /*kArithmetic=*/false, /*kMinMax=*/false>();
+  RegisterCountUpTo<tensorflow::int32>();
+  RegisterCountUpTo<tensorflow::int64>();
   *registered = static_cast<int>(sizeof(kOps) / sizeof(kOps[0]));
   return absl::OkStatus();
 }
