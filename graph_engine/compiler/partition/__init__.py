@@ -26,7 +26,8 @@ from graph_engine.compiler.graphdef import export_graph_def, import_graph_def
 from graph_engine.compiler.options import or_defaults, to_json
 from graph_engine.compiler.partition import (candidates, cpu_lists, cpu_results, dag,
                                              host_logic, preserved_reads, rewrite,
-                                             runtime_slices, static_shapes, variable_updates,
+                                             runtime_slices, runtime_windows, static_shapes,
+                                             variable_updates,
                                              variables_in_place)
 from graph_engine.compiler.partition.clusters import form_clusters
 from graph_engine.compiler.partition.contexts import MIXED, control_contexts
@@ -65,6 +66,7 @@ def partition(g, opts=None):
     """Rewrites Graph `g` in place, its clusters carrying options `opts` (None: the defaults);
     returns (changed, PartitionReport)."""
     runtime_slices.rewrite(g)
+    runtime_windows.rewrite(g)
     variable_updates.rewrite(g)
     moved = cpu_lists.move_to_cpu(g)
     returned = cpu_results.move_to_cpu(g)

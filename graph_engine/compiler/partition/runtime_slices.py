@@ -23,11 +23,11 @@ from graph_engine.compiler.partition import candidates
 from graph_engine.ops.base import Op
 
 
-def _bits(mask, n):
+def bits(mask, n):
     return [bool(mask >> d & 1) for d in range(n)]
 
 
-def _const_value(v):
+def const_value(v):
     return v.node.attr("value") if v.node.op == "Const" else None
 
 
@@ -54,24 +54,26 @@ def _shrunk_dims(n):
     if n.op not in ("StridedSlice", "StridedSliceGrad") or n.attr("ellipsis_mask", 0) or \
             n.attr("new_axis_mask", 0):
         return None
-    strides = _const_value(n.inputs[3])
+    strides = const_value(n.inputs[3])
     if strides is None or strides.ndim != 1 or not np.all(strides == 1):
         return None
     k = strides.shape[0]
-    shrink = _bits(n.attr("shrink_axis_mask", 0), k)
-    whole = [b and e for b, e in zip(_bits(n.attr("begin_mask", 0), k),
-                                     _bits(n.attr("end_mask", 0), k))]
+    shrink = bits(n.attr("shrink_axis_mask", 0), k)
+    whole = [b and e for b, e in zip(bits(n.attr("begin_mask", 0), k),
+                                     bits(n.attr("end_mask", 0), k))]
     if not any(shrink) or not all(s or w for s, w in zip(shrink, whole)):
         return None
     return [d for d in range(k) if shrink[d]]
 
 
-class _Builder:
+class Builder:
     """Adds nodes next to `anchor`: same device; constants also take its controls."""
 
-    def __init__(self, g, anchor):
+    def __init__(self, g, anchor, constant_input=3):
         self.g, self.anchor = g, anchor
-        self.controls = list(anchor.inputs[3].node.control_inputs)   # the strides Const's
+        # those of a constant input of the anchor (StridedSlice's strides): a constant inside a
+        # lowered loop must stay in the loop's frame
+        self.controls = list(anchor.inputs[constant_input].node.control_inputs)
 
     def node(self, op, inputs, out_dtype, name=None, **attrs):
         """attrs: ints as they are, DataTypes as ("type", dtype)."""
@@ -101,7 +103,7 @@ class _Builder:
 def _rewrite(g, n, dims):
     x, begin = n.inputs[0], n.inputs[1]
     index_type, t = n.attr("Index"), n.attr("T")
-    b = _Builder(g, n)
+    b = Builder(g, n)
     shape = b.node("Shape", [x], index_type, T=("type", t), out_type=("type", index_type))
     y = x
     original_name = n.name
@@ -126,7 +128,7 @@ def _rewrite_grad(g, n, dims):
     TF's kernel; a multiply would turn inf/nan in dy into nan everywhere)."""
     shape, begin, dy = n.inputs[0], n.inputs[1], n.inputs[4]
     index_type, t = n.attr("Index"), n.attr("T")
-    b = _Builder(g, n)
+    b = Builder(g, n)
     i32 = dt.DT_INT32
     rank = b.node("Size", [shape], i32, T=("type", index_type), out_type=("type", i32))
     y, mask = dy, None

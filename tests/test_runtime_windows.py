@@ -1,0 +1,126 @@
+"""Windows of fixed size at starts known only at run time (random crops) compile once
+(graph_engine/compiler/partition/runtime_windows.py): tf.slice with a run-time begin,
+tf.image.random_crop, Keras' RandomCrop, a sliding window in a loop. Each new start used to
+compile the whole cluster again and, past max_value_specializations, put it on the CPU."""
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tests.conftest import run_python
+from tests.test_compile_boundary import partitioned
+from graph_engine.compiler.devtools import run_graph
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def test_slices_at_run_time_starts_need_no_value_inputs():
+    # Slice with a Pack begin (constant zeros and run-time starts), Slice with a computed begin
+    # vector, and Python slicing x[:, h:h + 3] (StridedSlice with Pack begin/end): gathers, no
+    # `values` inputs, and the graph computes what TF's does.
+    def f(x, h, w, offset):
+        a = tf.slice(x, tf.stack([0, h, w]), [2, 3, 2]) * 2.0
+        b = tf.slice(x, offset % [2, 5, 4], [1, 2, 2]) + 1.0
+        c = x[:, h:h + 3, w:w + 1] - 1.0
+        return a, b, c
+
+    specs = (tf.TensorSpec([2, 6, 5]), tf.TensorSpec([], tf.int32), tf.TensorSpec([], tf.int32),
+             tf.TensorSpec([3], tf.int32))
+    gd, out, _ = partitioned(f, *specs)
+    assert all(not c.attr["Tvalues"].list.type for c in out.node if c.op == "NpuGraphOp")
+    x = np.arange(60, dtype=np.float32).reshape(2, 6, 5)
+    fetches = [n.name for n in out.node if n.op == "Identity"]
+    for h, w, offset in ((0, 0, [0, 0, 0]), (3, 3, [1, 4, 2]), (2, 1, [2, 2, 5])):
+        feeds = {"x": x, "h": np.int32(h), "w": np.int32(w), "offset": np.int32(offset)}
+        got, _ = run_graph(out, feeds, fetches)
+        want, _ = run_graph(gd, feeds, fetches)
+        for g, wv in zip(got, want):
+            np.testing.assert_array_equal(g, wv)
+
+
+def test_random_crops_compile_once_and_equal_cpu():
+    r = run_python("""
+    import numpy as np, tensorflow as tf, npu_device
+    x = tf.constant(np.random.default_rng(0).uniform(size=(4, 12, 12, 3)).astype(np.float32))
+    w = tf.Variable(tf.ones([8 * 8 * 3, 2]) * 0.01)
+
+    @tf.function
+    def step(x, offset, seed):
+        crop = tf.slice(x, tf.concat([[0], offset, [0]], 0), [4, 8, 8, 3])
+        random = tf.image.stateless_random_crop(x, [4, 8, 8, 3], seed)
+        h, v = offset[0], offset[1]
+        window = x[:, h:h + 8, v:v + 8, :]                # Keras RandomCrop's slicing
+        loss = tf.reduce_sum(tf.matmul(tf.reshape(crop + random * window, [4, -1]), w) ** 2)
+        w.assign_sub(0.001 * tf.gradients(loss, w)[0])
+        return crop, random, window
+
+    offsets = [(i % 5, (3 * i) % 5) for i in range(20)]
+    got = [step(x, tf.constant(o), tf.constant([i, 7])) for i, o in enumerate(offsets)]
+    s = npu_device.compile_stats()
+    w_npu = w.numpy()
+    with tf.device("/CPU:0"):
+        w.assign(tf.ones([8 * 8 * 3, 2]) * 0.01)
+        want = [step(x, tf.constant(o), tf.constant([i, 7])) for i, o in enumerate(offsets)]
+    for g, wv in zip(got, want):
+        for a, b in zip(g, wv):
+            np.testing.assert_array_equal(a.numpy(), b.numpy())
+    np.testing.assert_allclose(w_npu, w.numpy(), rtol=1e-5)
+    assert s["max_signatures_per_cluster"] == 1 and s["fallbacks"] == 0, s
+    try:
+        step(x, tf.constant([5, 0]), tf.constant([0, 7]))       # 5 + 8 > 12: past the axis
+    except tf.errors.InvalidArgumentError as e:
+        print("OK", str(e).splitlines()[0][:200])
+    """, timeout=240)
+    assert r.returncode == 0 and "OK" in r.stdout, r.stdout + r.stderr[-4000:]
+
+
+def test_keras_random_crop_fit_matches_cpu_without_recompiles():
+    # Keras' RandomCrop (seeded: the same crops on both devices) in a model trained with fit,
+    # 50 samples in batches of 16: a new crop per batch, one compile.
+    r = run_python("""
+    import numpy as np, tensorflow as tf, keras, npu_device
+    rng = np.random.default_rng(0)
+    x = rng.uniform(size=(50, 14, 14, 3)).astype(np.float32)
+    y = rng.integers(0, 3, 50).astype(np.int32)
+    runs = []
+    for device in ("/device:NPU:0", "/CPU:0"):
+        with tf.device(device):
+            keras.utils.set_random_seed(0)
+            model = keras.Sequential([
+                keras.Input((14, 14, 3)), keras.layers.RandomCrop(10, 10, seed=5),
+                keras.layers.Conv2D(4, 3, activation="relu"),
+                keras.layers.GlobalAveragePooling2D(), keras.layers.Dense(3)])
+            model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+            losses = model.fit(x, y, batch_size=16, epochs=3, shuffle=False,
+                               verbose=0).history["loss"]
+            runs.append((losses, model.get_weights()))
+            if device != "/CPU:0":
+                stats = npu_device.compile_stats()
+    np.testing.assert_allclose(runs[0][0], runs[1][0], rtol=1e-4)
+    for a, b in zip(runs[0][1], runs[1][1]):
+        np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-5)
+    assert stats["fallbacks"] == 0 and stats["max_signatures_per_cluster"] <= 2, stats
+    print("OK")
+    """, timeout=240)
+    assert r.returncode == 0 and "OK" in r.stdout, r.stdout + r.stderr[-4000:]
+
+
+def test_a_sliding_window_in_a_loop_compiles_once():
+    r = run_python("""
+    import numpy as np, tensorflow as tf, npu_device
+    x = tf.constant(np.random.default_rng(1).normal(size=(20, 6)).astype(np.float32))
+
+    @tf.function
+    def f(x):
+        def body(i, acc):
+            return i + 1, acc + tf.reduce_sum(x[i:i + 4] * 2.0, axis=0)
+        return tf.while_loop(lambda i, acc: i < 16, body, (0, tf.zeros([6])))[1]
+
+    got = f(x).numpy()
+    s = npu_device.compile_stats()
+    with tf.device("/CPU:0"):
+        want = f(x).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+    assert s["max_signatures_per_cluster"] == 1 and s["fallbacks"] == 0, s
+    print("OK")
+    """, timeout=240)
+    assert r.returncode == 0 and "OK" in r.stdout, r.stdout + r.stderr[-4000:]
