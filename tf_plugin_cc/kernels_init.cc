@@ -24,8 +24,9 @@ extern "C" __attribute__((visibility("default"))) void TF_InitKernel() {
   int resource_ops = 0;
   s = npu_tf::RegisterResourceKernels(&resource_ops);
   if (!s.ok()) {
-    LOG(ERROR) << "NPU plugin: no NPU kernels for the sparse resource-variable ops, so "
-                  "embedding lookups and sparse updates of NPU variables cannot be placed: "
+    LOG(ERROR) << "NPU plugin: no NPU kernels for the resource-variable ops, so embedding "
+                  "lookups, sparse updates and slice assignments of NPU variables cannot be "
+                  "placed: "
                << s.message();
   }
   int training_ops = 0;
