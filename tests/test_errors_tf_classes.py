@@ -80,7 +80,7 @@ EAGER = [
      "DepthwiseConv2dNative", ["3 channels", "expects 2"]),
     ("conv3d_channels", lambda: tf.nn.conv3d(f(1, 4, 4, 4, 2), f(2, 2, 2, 3, 1),
                                              [1, 1, 1, 1, 1], "VALID"),
-     "Conv3D", ["2 channels", "expects 3"]),
+     "Conv3D", ["evenly divisible by filter depth", "2 vs 3"]),
     ("max_pool_window_negative", lambda: tf.nn.max_pool2d(f(1, 2, 2, 1), 4, 1, "VALID"),
      "MaxPool", ["negative", "input size (padded): 2", "window size: 4"]),
     ("avg_pool_window_negative", lambda: tf.nn.avg_pool2d(f(1, 2, 2, 1), 4, 1, "VALID"),
