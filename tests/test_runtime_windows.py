@@ -1,6 +1,7 @@
 """Windows of fixed size at starts known only at run time (random crops) compile once
 (graph_engine/compiler/partition/runtime_windows.py): tf.slice with a run-time begin,
-tf.image.random_crop, Keras' RandomCrop, a sliding window in a loop. Each new start used to
+tf.image.random_crop, Keras' RandomCrop, a sliding window in a loop, and their gradients
+(StridedSliceGrad). Each new start used to
 compile the whole cluster again and, past max_value_specializations, put it on the CPU."""
 import numpy as np
 import pytest
@@ -35,6 +36,37 @@ def test_slices_at_run_time_starts_need_no_value_inputs():
         want, _ = run_graph(gd, feeds, fetches)
         for g, wv in zip(got, want):
             np.testing.assert_array_equal(g, wv)
+
+
+def test_window_gradients_need_no_value_inputs():
+    # StridedSliceGrad at run-time starts (a window with constant axes, a start counted from the
+    # end, a begin-masked prefix, clamped ends): gathers of dy padded with a zero slice.
+    def f(x, h):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = tf.reduce_sum(tf.sin(x[:, h:h + 3, 1:4])) + tf.reduce_sum(x[-h:] ** 2) + \
+                tf.reduce_sum(x[:h + 1, :, -2:] * 3.0)
+        return tape.gradient(y, x)
+
+    def fixed(x, h):             # windows of fixed size only: no `values` inputs at all
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = tf.reduce_sum(tf.sin(x[:, h:h + 3, 1:4])) + tf.reduce_sum(x[:2, h:h + 2, -2:])
+        return tape.gradient(y, x)
+
+    specs = (tf.TensorSpec([3, 6, 5]), tf.TensorSpec([], tf.int32))
+    _, out, _ = partitioned(fixed, *specs)
+    assert all(not c.attr["Tvalues"].list.type for c in out.node if c.op == "NpuGraphOp")
+    # the others' forward sizes depend on h (a value input), their gradients do not
+    gd, out, _ = partitioned(f, *specs)
+    x = np.random.default_rng(2).normal(size=(3, 6, 5)).astype(np.float32)
+    fetches = [n.name for n in out.node if n.op == "Identity"]
+    for h in (0, 1, 2, 3):                           # (h = 3: x[:h + 1] clamps)
+        feeds = {"x": x, "h": np.int32(h)}
+        got, _ = run_graph(out, feeds, fetches)
+        want, _ = run_graph(gd, feeds, fetches)
+        for g, wv in zip(got, want):
+            np.testing.assert_allclose(g, wv, rtol=1e-6, atol=1e-6)
 
 
 def test_random_crops_compile_once_and_equal_cpu():
@@ -104,22 +136,27 @@ def test_keras_random_crop_fit_matches_cpu_without_recompiles():
     assert r.returncode == 0 and "OK" in r.stdout, r.stdout + r.stderr[-4000:]
 
 
-def test_a_sliding_window_in_a_loop_compiles_once():
+def test_a_sliding_window_in_a_loop_and_its_gradient_compile_once():
     r = run_python("""
     import numpy as np, tensorflow as tf, npu_device
     x = tf.constant(np.random.default_rng(1).normal(size=(20, 6)).astype(np.float32))
 
     @tf.function
     def f(x):
-        def body(i, acc):
-            return i + 1, acc + tf.reduce_sum(x[i:i + 4] * 2.0, axis=0)
-        return tf.while_loop(lambda i, acc: i < 16, body, (0, tf.zeros([6])))[1]
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            def body(i, acc):
+                return i + 1, acc + tf.reduce_sum(tf.tanh(x[i:i + 4, 1:5] * 2.0), axis=0)
+            acc = tf.while_loop(lambda i, acc: i < 16, body, (0, tf.zeros([4])))[1]
+            loss = tf.reduce_sum(acc ** 2)
+        return acc, tape.gradient(loss, x)
 
-    got = f(x).numpy()
+    got = [t.numpy() for t in f(x)]
     s = npu_device.compile_stats()
     with tf.device("/CPU:0"):
-        want = f(x).numpy()
-    np.testing.assert_allclose(got, want, rtol=1e-5)
+        want = [t.numpy() for t in f(x)]
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-5)
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-5, atol=1e-4)
     assert s["max_signatures_per_cluster"] == 1 and s["fallbacks"] == 0, s
     print("OK")
     """, timeout=240)

@@ -8,12 +8,14 @@ GatherV2 per axis with the indices `start + range(size)` as ordinary data, so th
 compiles once:
 * Slice with a size that folds at compile time and has no -1 (to the end: a size from begin);
 * StridedSlice with stride 1, no ellipsis, new or shrunk axes, whose begin and end are Packs
-  (Python slicing; a one-element one may be an ExpandDims) where each axis is whole (begin and end mask) or ends at `begin + c` for a
-  constant c >= 0 (`AddV2(b, c)`, either operand order) with the same begin element b.
-A window reaching past its axis (or a negative start) is an error here, as it is for TF's Slice;
-TF's StridedSlice would clamp it to a smaller result instead, which a compiled shape cannot be
-(Keras' RandomCrop never asks for one). A Slice's axes that start at a constant 0 (a Pack's
-constant element) are cut by one Slice with constant inputs first, the others gathered.
+  (Python slicing; a one-element one may be an ExpandDims) where each axis is whole (begin and
+  end mask), constant (`x[:, 1:5]`, `x[-3:]`), or ends at `begin + c` for a constant c >= 0
+  (`AddV2(b, c)`, either operand order) with the same begin element b.
+The constant axes are cut first by one slice of the same op with constant inputs (TF's checks,
+and StridedSlice's clamping, apply as before); each run-time start is then a gather. A window
+reaching past its axis (or a negative start) is an error there, as it is for TF's Slice; TF's
+StridedSlice would clamp it to a smaller result instead, which a compiled shape cannot be
+(Keras' RandomCrop never asks for one).
 """
 import numpy as np
 
@@ -50,17 +52,30 @@ def _elements(v):
     return None
 
 
+def _scalar(v):
+    c = None if v is None else _constant(v)
+    return int(c) if c is not None and c.ndim == 0 else None
+
+
 def _slice_windows(n):
-    """Slice: [(axis, start Value or None (element `axis` of begin), size)] or None."""
+    """Slice: ([(axis, start Value or None (element `axis` of begin), size)] of its run-time
+    starts, {axis: (start, size)} of its constant ones), or None."""
     size = _constant(n.inputs[2])
     if size is None or size.ndim != 1 or np.any(size < 0):
         return None
     starts = _elements(n.inputs[1]) or [None] * size.shape[0]
-    return [(d, start, int(s)) for d, (start, s) in enumerate(zip(starts, size))]
+    windows, constants = [], {}
+    for d, (start, s) in enumerate(zip(starts, size)):
+        if _scalar(start) is not None:
+            constants[d] = (_scalar(start), int(s))
+        else:
+            windows.append((d, start, int(s)))
+    return windows, constants
 
 
 def _strided_slice_windows(n):
-    """StridedSlice: [(axis, begin element Value, size)] for its windowed axes, or None."""
+    """StridedSlice: ([(axis, begin element Value, size)] of its windowed axes, {axis: (begin,
+    end)} of its constant ones (None where masked)), or None."""
     if n.attr("ellipsis_mask", 0) or n.attr("new_axis_mask", 0) or n.attr("shrink_axis_mask", 0):
         return None
     begin, end, strides = _elements(n.inputs[1]), _elements(n.inputs[2]), _constant(n.inputs[3])
@@ -69,19 +84,24 @@ def _strided_slice_windows(n):
         return None
     k = strides.shape[0]
     masks = zip(bits(n.attr("begin_mask", 0), k), bits(n.attr("end_mask", 0), k))
-    windows = []
+    windows, constants = [], {}
     for d, ((whole_begin, whole_end), b, e) in enumerate(zip(masks, begin, end)):
         if whole_begin and whole_end:
             continue
+        first = None if whole_begin else _scalar(b)
+        last = None if whole_end else _scalar(e)
+        if (whole_begin or first is not None) and (whole_end or last is not None):
+            constants[d] = (first, last)         # TF's clamping applies: a constant slice
+            continue
         if whole_begin or whole_end or e.node.op != "AddV2":
             return None
-        first, second = e.node.inputs
-        other = second if first is b else first if second is b else None
-        c = None if other is None else _constant(other)
-        if c is None or c.ndim != 0 or c < 0:
+        x, y = e.node.inputs
+        other = y if x is b else x if y is b else None
+        c = _scalar(other)
+        if c is None or c < 0:
             return None
-        windows.append((d, b, int(c)))
-    return windows
+        windows.append((d, b, c))
+    return windows, constants
 
 
 def _window_spec(n):
@@ -91,35 +111,118 @@ def _window_spec(n):
         windows = _slice_windows(n)
     elif n.op == "StridedSlice":
         windows = _strided_slice_windows(n)
+    elif n.op == "StridedSliceGrad":
+        windows = _grad_axes(n)
     else:
         return None
-    if not windows or folds_at_compile_time(n.inputs[1]):
+    if windows is None or not windows[0] or folds_at_compile_time(n.inputs[1]):
         return None
     return windows
 
 
-def _rewrite(g, n, windows):
-    x, begin = n.inputs[0], n.inputs[1]
+def _constant_slice(b, n, y, constants, rank):
+    """The slice's constant axes first, with constant inputs (and TF's own checks or clamping):
+    a Slice of (start, size), or a StridedSlice of (begin, end), the other axes whole."""
+    index_type, t = n.attr("Index"), n.attr("T")
+    if n.op == "Slice":
+        starts = [constants[d][0] if d in constants else 0 for d in range(rank)]
+        sizes = [constants[d][1] if d in constants else -1 for d in range(rank)]
+        return b.node("Slice", [y, b.const(starts, index_type), b.const(sizes, index_type)], t,
+                      T=("type", t), Index=("type", index_type))
+    first = [constants.get(d, (None, None))[0] for d in range(rank)]
+    last = [constants.get(d, (None, None))[1] for d in range(rank)]
+    mask = lambda values: sum(1 << d for d, v in enumerate(values) if v is None)  # noqa: E731
+    return b.node("StridedSlice", [y, b.const([v or 0 for v in first], index_type),
+                                   b.const([v or 0 for v in last], index_type),
+                                   b.const([1] * rank, index_type)], t,
+                  T=("type", t), Index=("type", index_type), begin_mask=mask(first),
+                  end_mask=mask(last), ellipsis_mask=0, new_axis_mask=0, shrink_axis_mask=0)
+
+
+def _rewrite(g, n, spec):
+    (windows, constants), (x, begin) = spec, n.inputs[:2]
     index_type, t = n.attr("Index"), n.attr("T")
     b = Builder(g, n, constant_input=2 if n.op == "Slice" else 3)
-    g.remove(n)                                      # its name goes to the last node
-    gathered = [(d, start, size) for d, start, size in windows if not _is_zero(start)]
-    y = x
-    if len(gathered) < len(windows):                 # a Slice's constant-0 starts
-        sizes = [-1 if not _is_zero(start) else size for _, start, size in windows]
-        y = b.node("Slice", [y, b.const([0] * len(windows), index_type),
-                             b.const(sizes, index_type)], t,
-                   name=None if gathered else n.name, T=("type", t),
-                   Index=("type", index_type))
-    for j, (d, start, size) in enumerate(gathered):
+    rank = len(_constant(n.inputs[2 if n.op == "Slice" else 3]))
+    g.remove(n)                                      # its name goes to the last gather
+    y = _constant_slice(b, n, x, constants, rank) if constants else x
+    for j, (d, start, size) in enumerate(windows):
         if start is None:
             start = b.element(begin, d, index_type)
         positions = b.const(np.arange(size), index_type)
         indices = b.node("AddV2", [positions, start], index_type, T=("type", index_type))
-        last = j == len(gathered) - 1
+        last = j == len(windows) - 1
         y = b.node("GatherV2", [y, indices, b.const(d, dt.DT_INT32)], t,
                    name=n.name if last else None, Tparams=("type", t),
                    Tindices=("type", index_type), Taxis=("type", dt.DT_INT32), batch_dims=0)
+    y.node.control_inputs = list(n.control_inputs)
+    return n.outputs[0], y
+
+
+def _grad_axes(n):
+    """StridedSliceGrad of stride 1 without ellipsis, new or shrunk axes: ([(axis, begin
+    masked)] of the axes not taken whole, {}), or None. Its begin is often a value the forward
+    loop pushed (no Pack to read), but it needs none: dy's shape is the window's size."""
+    if n.attr("ellipsis_mask", 0) or n.attr("new_axis_mask", 0) or n.attr("shrink_axis_mask", 0):
+        return None
+    strides = _constant(n.inputs[3])
+    if strides is None or strides.ndim != 1 or not np.all(strides == 1):
+        return None
+    k = strides.shape[0]
+    masks = zip(bits(n.attr("begin_mask", 0), k), bits(n.attr("end_mask", 0), k))
+    return [(d, whole_begin) for d, (whole_begin, whole_end) in enumerate(masks)
+            if not (whole_begin and whole_end)], {}
+
+
+def _rewrite_grad(g, n, spec):
+    """StridedSliceGrad(shape, begin, end, strides, dy) of stride 1: per axis not taken whole,
+    dy with a zero slice in front (a ZerosLike of its first slice, concatenated), gathered at `position - start + 1` inside the window and at 0
+    outside (exact zeros, as TF's kernel). The start is begin as TF's kernel takes it (negative
+    wraps, then clamped to the axis; 0 where begin-masked), the size dy's: exact even where the
+    forward slice was clamped."""
+    axes, (shape, begin, dy) = spec[0], (n.inputs[0], n.inputs[1], n.inputs[4])
+    index_type, t = n.attr("Index"), n.attr("T")
+    b = Builder(g, n)
+    g.remove(n)
+    sizes = b.node("Shape", [dy], index_type, T=("type", t), out_type=("type", index_type))
+    y, zero, one = dy, b.const(0, index_type), b.const(1, index_type)
+    for j, (d, whole_begin) in enumerate(axes):
+        dim = b.element(shape, d, index_type)
+        if whole_begin:
+            start = zero
+        else:
+            start = b.element(begin, d, index_type)
+            negative = b.node("Less", [start, zero], dt.DT_BOOL, T=("type", index_type))
+            wrapped = b.node("AddV2", [start, dim], index_type, T=("type", index_type))
+            start = b.node("SelectV2", [negative, wrapped, start], index_type,
+                           T=("type", index_type))
+            start = b.node("Maximum", [b.node("Minimum", [start, dim], index_type,
+                                              T=("type", index_type)), zero],
+                           index_type, T=("type", index_type))
+        # a zero slice in front along d (y's rank may exceed the slice spec's: no Pad)
+        first = b.node("StridedSlice", [y, b.const([0] * (d + 1), index_type),
+                                        b.const([0] * d + [1], index_type),
+                                        b.const([1] * (d + 1), index_type)], t,
+                       T=("type", t), Index=("type", index_type), begin_mask=(1 << d + 1) - 1,
+                       end_mask=(1 << d) - 1, ellipsis_mask=0, new_axis_mask=0,
+                       shrink_axis_mask=0)
+        zeros = b.node("ZerosLike", [first], t, T=("type", t))
+        y = b.node("ConcatV2", [zeros, y, b.const(d, dt.DT_INT32)], t, T=("type", t),
+                   Tidx=("type", dt.DT_INT32), N=2)
+        positions = b.node("Range", [zero, dim, one], index_type, Tidx=("type", index_type))
+        shifted = b.node("AddV2", [b.node("Sub", [positions, start], index_type,
+                                          T=("type", index_type)), one],
+                         index_type, T=("type", index_type))
+        inside = b.node("LogicalAnd", [
+            b.node("GreaterEqual", [shifted, one], dt.DT_BOOL, T=("type", index_type)),
+            b.node("LessEqual", [shifted, b.element(sizes, d, index_type)], dt.DT_BOOL,
+                   T=("type", index_type))], dt.DT_BOOL)
+        indices = b.node("SelectV2", [inside, shifted, zero], index_type, T=("type", index_type))
+        y = b.node("GatherV2", [y, indices, b.const(d, dt.DT_INT32)], t,
+                   name=n.name if j == len(axes) - 1 else None, Tparams=("type", t),
+                   Tindices=("type", index_type), Taxis=("type", dt.DT_INT32), batch_dims=0)
+    if y is dy:                                      # every axis whole: dy is the gradient
+        y = b.node("Identity", [dy], t, name=n.name, T=("type", t))
     y.node.control_inputs = list(n.control_inputs)
     return n.outputs[0], y
 
@@ -130,8 +233,8 @@ def rewrite(g):
     if not todo:
         return 0
     users, control_users = g.data_consumers(), g.control_consumers()
-    for n, windows in todo:
-        old, new = _rewrite(g, n, windows)
+    for n, spec in todo:
+        old, new = (_rewrite_grad if n.op == "StridedSliceGrad" else _rewrite)(g, n, spec)
         g.replace_uses(old, new, users)
         for c in control_users.get(n, ()):
             c.control_inputs = [new.node if p is n else p for p in c.control_inputs]
