@@ -168,11 +168,18 @@ def rewrite(g):
         dims = _shrunk_dims(n)
         if dims is not None and not folds_at_compile_time(n.inputs[1]):
             todo.append((n, dims))
+    return apply(g, todo, lambda n, dims: (_rewrite if n.op == "StridedSlice" else
+                                           _rewrite_grad)(g, n, dims))
+
+
+def apply(g, todo, rewrite_one):
+    """Replaces each (node, spec) of `todo` by rewrite_one(node, spec) -> (old Value, new Value):
+    its data and control users move to the new value's node; returns how many."""
     if not todo:
         return 0
     users, control_users = g.data_consumers(), g.control_consumers()
-    for n, dims in todo:
-        old, new = (_rewrite if n.op == "StridedSlice" else _rewrite_grad)(g, n, dims)
+    for n, spec in todo:
+        old, new = rewrite_one(n, spec)
         g.replace_uses(old, new, users)
         for c in control_users.get(n, ()):
             c.control_inputs = [new.node if p is n else p for p in c.control_inputs]

@@ -19,7 +19,7 @@ StridedSlice would clamp it to a smaller result instead, which a compiled shape 
 """
 import numpy as np
 
-from graph_engine.compiler.partition import candidates
+from graph_engine.compiler.partition import candidates, runtime_slices
 from graph_engine.compiler.partition.runtime_slices import (Builder, bits, const_value,
                                                             folds_at_compile_time)
 from graph_engine.ops import dtypes as dt
@@ -221,8 +221,6 @@ def _rewrite_grad(g, n, spec):
         y = b.node("GatherV2", [y, indices, b.const(d, dt.DT_INT32)], t,
                    name=n.name if j == len(axes) - 1 else None, Tparams=("type", t),
                    Tindices=("type", index_type), Taxis=("type", dt.DT_INT32), batch_dims=0)
-    if y is dy:                                      # every axis whole: dy is the gradient
-        y = b.node("Identity", [dy], t, name=n.name, T=("type", t))
     y.node.control_inputs = list(n.control_inputs)
     return n.outputs[0], y
 
@@ -230,12 +228,5 @@ def _rewrite_grad(g, n, spec):
 def rewrite(g):
     """Rewrites qualifying slices in Graph g in place; returns how many."""
     todo = [(n, w) for n in g for w in [_window_spec(n)] if w]
-    if not todo:
-        return 0
-    users, control_users = g.data_consumers(), g.control_consumers()
-    for n, spec in todo:
-        old, new = (_rewrite_grad if n.op == "StridedSliceGrad" else _rewrite)(g, n, spec)
-        g.replace_uses(old, new, users)
-        for c in control_users.get(n, ()):
-            c.control_inputs = [new.node if p is n else p for p in c.control_inputs]
-    return len(todo)
+    return runtime_slices.apply(g, todo, lambda n, spec: (
+        _rewrite_grad if n.op == "StridedSliceGrad" else _rewrite)(g, n, spec))
