@@ -69,6 +69,62 @@ def test_window_gradients_need_no_value_inputs():
             np.testing.assert_allclose(g, wv, rtol=1e-6, atol=1e-6)
 
 
+def test_slice_gradient_padding_at_a_run_time_begin_needs_no_value_inputs():
+    # TF's Slice gradient pads dy by a run-time begin b in front and (shape - size - b) behind:
+    # Grappler folds (shape - size) to a constant, so the result's shape is known; dy placed
+    # at b by gathers. Also a Slice taking constant axes to their end (-1).
+    def f(x, dy, t, u):
+        b = tf.stack([t, 0, u])
+        paddings = tf.concat([tf.reshape(b, [3, 1]), tf.reshape([2, 0, 3] - b, [3, 1])], 1)
+        return tf.pad(dy, paddings), tf.slice(x, tf.stack([0, t, 0]), [-1, 2, -1])
+
+    specs = (tf.TensorSpec([3, 6, 5]), tf.TensorSpec([2, 4, 2]), tf.TensorSpec([], tf.int32),
+             tf.TensorSpec([], tf.int32))
+    gd, out, _ = partitioned(f, *specs)
+    assert all(not c.attr["Tvalues"].list.type for c in out.node if c.op == "NpuGraphOp")
+    rng = np.random.default_rng(3)
+    feeds = {"x": rng.normal(size=(3, 6, 5)).astype(np.float32),
+             "dy": rng.normal(size=(2, 4, 2)).astype(np.float32)}
+    fetches = [n.name for n in out.node if n.op == "Identity"]
+    for t, u in ((0, 0), (2, 3), (1, 2)):
+        feeds.update(t=np.int32(t), u=np.int32(u))
+        got, _ = run_graph(out, feeds, fetches)
+        want, _ = run_graph(gd, feeds, fetches)
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g, w)
+
+
+def test_a_hand_written_rnn_slicing_its_input_trains_with_one_compile_per_cluster():
+    # tf.slice(x, [0, t, 0], [-1, 1, -1]) in a loop over time and its gradient (a Pad at the
+    # popped begin): each value of t compiled the cluster again, after 16 it ran on the CPU.
+    r = run_python("""
+    import numpy as np, tensorflow as tf, npu_device
+    x = tf.constant(np.random.default_rng(0).normal(size=(4, 24, 8)).astype(np.float32))
+    w = tf.Variable(np.random.default_rng(1).normal(size=(8, 8)).astype(np.float32) * 0.3)
+
+    @tf.function
+    def step(x):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            def cell(t, h):
+                return t + 1, tf.tanh(tf.matmul(tf.slice(x, [0, t, 0], [-1, 1, -1])[:, 0, :],
+                                                w) + h)
+            h = tf.while_loop(lambda t, h: t < 24, cell, (0, tf.zeros([4, 8])))[1]
+            loss = tf.reduce_sum(h * h)
+        return [loss] + tape.gradient(loss, [w, x])
+
+    got = [t.numpy() for t in step(x)]
+    s = npu_device.compile_stats()
+    with tf.device("/CPU:0"):
+        want = [t.numpy() for t in step(x)]
+    for g, wv in zip(got, want):
+        np.testing.assert_allclose(g, wv, rtol=1e-5, atol=1e-5)
+    assert s["max_signatures_per_cluster"] == 1 and s["fallbacks"] == 0, s
+    print("OK")
+    """, timeout=240)
+    assert r.returncode == 0 and "OK" in r.stdout, r.stdout + r.stderr[-4000:]
+
+
 def test_random_crops_compile_once_and_equal_cpu():
     r = run_python("""
     import numpy as np, tensorflow as tf, npu_device

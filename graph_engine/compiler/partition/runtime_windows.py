@@ -6,7 +6,7 @@ compile once per value (rewrite.compile_time_values), up to max_value_specializa
 run on the CPU. Where the window's size cannot depend on those values, the slice is one
 GatherV2 per axis with the indices `start + range(size)` as ordinary data, so the cluster
 compiles once:
-* Slice with a size that folds at compile time and has no -1 (to the end: a size from begin);
+* Slice with a size that folds at compile time and no -1 (to the end) at a run-time start;
 * StridedSlice with stride 1, no ellipsis, new or shrunk axes, whose begin and end are Packs
   (Python slicing; a one-element one may be an ExpandDims) where each axis is whole (begin and
   end mask), constant (`x[:, 1:5]`, `x[-3:]`), or ends at `begin + c` for a constant c >= 0
@@ -16,6 +16,10 @@ and StridedSlice's clamping, apply as before); each run-time start is then a gat
 reaching past its axis (or a negative start) is an error there, as it is for TF's Slice; TF's
 StridedSlice would clamp it to a smaller result instead, which a compiled shape cannot be
 (Keras' RandomCrop never asks for one).
+
+The gradients place dy at the start of a zero tensor, by a gather of dy with a zero slice in
+front: StridedSliceGrad of stride 1, and TF's Slice gradient, a Pad of dy by the begin in front
+and by a constant (the input's shape less the slice's, folded) less the begin behind.
 """
 import numpy as np
 
@@ -61,13 +65,15 @@ def _slice_windows(n):
     """Slice: ([(axis, start Value or None (element `axis` of begin), size)] of its run-time
     starts, {axis: (start, size)} of its constant ones), or None."""
     size = _constant(n.inputs[2])
-    if size is None or size.ndim != 1 or np.any(size < 0):
+    if size is None or size.ndim != 1:
         return None
     starts = _elements(n.inputs[1]) or [None] * size.shape[0]
     windows, constants = [], {}
     for d, (start, s) in enumerate(zip(starts, size)):
         if _scalar(start) is not None:
-            constants[d] = (_scalar(start), int(s))
+            constants[d] = (_scalar(start), int(s))     # -1 (to the end) is TF's to check
+        elif s < 0:
+            return None                                 # its size depends on the start
         else:
             windows.append((d, start, int(s)))
     return windows, constants
@@ -174,18 +180,46 @@ def _grad_axes(n):
             if not (whole_begin and whole_end)], {}
 
 
+def _place(b, y, d, dim, start, size, name=None):
+    """y placed along axis d at `start` of a zero tensor `dim` long there: y with a zero slice
+    in front along d (a ZerosLike of its first slice, concatenated), gathered at
+    `position - start + 1` inside the window and at 0 outside (exact zeros, as TF's kernels;
+    y's rank may exceed the slice spec's: no Pad)."""
+    index_type, t = start.dtype, y.dtype
+    zero, one = b.const(0, index_type), b.const(1, index_type)
+    first = b.node("StridedSlice", [y, b.const([0] * (d + 1), index_type),
+                                    b.const([0] * d + [1], index_type),
+                                    b.const([1] * (d + 1), index_type)], t,
+                   T=("type", t), Index=("type", index_type), begin_mask=(1 << d + 1) - 1,
+                   end_mask=(1 << d) - 1, ellipsis_mask=0, new_axis_mask=0, shrink_axis_mask=0)
+    zeros = b.node("ZerosLike", [first], t, T=("type", t))
+    y = b.node("ConcatV2", [zeros, y, b.const(d, dt.DT_INT32)], t, T=("type", t),
+               Tidx=("type", dt.DT_INT32), N=2)
+    positions = b.node("Range", [zero, dim, one], index_type, Tidx=("type", index_type))
+    shifted = b.node("AddV2", [b.node("Sub", [positions, start], index_type,
+                                      T=("type", index_type)), one],
+                     index_type, T=("type", index_type))
+    inside = b.node("LogicalAnd", [
+        b.node("GreaterEqual", [shifted, one], dt.DT_BOOL, T=("type", index_type)),
+        b.node("LessEqual", [shifted, size], dt.DT_BOOL, T=("type", index_type))], dt.DT_BOOL)
+    indices = b.node("SelectV2", [inside, shifted, zero], index_type, T=("type", index_type))
+    return b.node("GatherV2", [y, indices, b.const(d, dt.DT_INT32)], t, name=name,
+                  Tparams=("type", t), Tindices=("type", index_type),
+                  Taxis=("type", dt.DT_INT32), batch_dims=0)
+
+
 def _rewrite_grad(g, n, spec):
     """StridedSliceGrad(shape, begin, end, strides, dy) of stride 1: per axis not taken whole,
-    dy with a zero slice in front (a ZerosLike of its first slice, concatenated), gathered at `position - start + 1` inside the window and at 0
-    outside (exact zeros, as TF's kernel). The start is begin as TF's kernel takes it (negative
+    dy placed at its start (_place). The start is begin as TF's kernel takes it (negative
     wraps, then clamped to the axis; 0 where begin-masked), the size dy's: exact even where the
     forward slice was clamped."""
     axes, (shape, begin, dy) = spec[0], (n.inputs[0], n.inputs[1], n.inputs[4])
-    index_type, t = n.attr("Index"), n.attr("T")
+    index_type = n.attr("Index")
     b = Builder(g, n)
     g.remove(n)
-    sizes = b.node("Shape", [dy], index_type, T=("type", t), out_type=("type", index_type))
-    y, zero, one = dy, b.const(0, index_type), b.const(1, index_type)
+    sizes = b.node("Shape", [dy], index_type, T=("type", n.attr("T")),
+                   out_type=("type", index_type))
+    y, zero = dy, b.const(0, index_type)
     for j, (d, whole_begin) in enumerate(axes):
         dim = b.element(shape, d, index_type)
         if whole_begin:
@@ -199,34 +233,56 @@ def _rewrite_grad(g, n, spec):
             start = b.node("Maximum", [b.node("Minimum", [start, dim], index_type,
                                               T=("type", index_type)), zero],
                            index_type, T=("type", index_type))
-        # a zero slice in front along d (y's rank may exceed the slice spec's: no Pad)
-        first = b.node("StridedSlice", [y, b.const([0] * (d + 1), index_type),
-                                        b.const([0] * d + [1], index_type),
-                                        b.const([1] * (d + 1), index_type)], t,
-                       T=("type", t), Index=("type", index_type), begin_mask=(1 << d + 1) - 1,
-                       end_mask=(1 << d) - 1, ellipsis_mask=0, new_axis_mask=0,
-                       shrink_axis_mask=0)
-        zeros = b.node("ZerosLike", [first], t, T=("type", t))
-        y = b.node("ConcatV2", [zeros, y, b.const(d, dt.DT_INT32)], t, T=("type", t),
-                   Tidx=("type", dt.DT_INT32), N=2)
-        positions = b.node("Range", [zero, dim, one], index_type, Tidx=("type", index_type))
-        shifted = b.node("AddV2", [b.node("Sub", [positions, start], index_type,
-                                          T=("type", index_type)), one],
-                         index_type, T=("type", index_type))
-        inside = b.node("LogicalAnd", [
-            b.node("GreaterEqual", [shifted, one], dt.DT_BOOL, T=("type", index_type)),
-            b.node("LessEqual", [shifted, b.element(sizes, d, index_type)], dt.DT_BOOL,
-                   T=("type", index_type))], dt.DT_BOOL)
-        indices = b.node("SelectV2", [inside, shifted, zero], index_type, T=("type", index_type))
-        y = b.node("GatherV2", [y, indices, b.const(d, dt.DT_INT32)], t,
-                   name=n.name if j == len(axes) - 1 else None, Tparams=("type", t),
-                   Tindices=("type", index_type), Taxis=("type", dt.DT_INT32), batch_dims=0)
+        y = _place(b, y, d, dim, start, b.element(sizes, d, index_type),
+                   name=n.name if j == len(axes) - 1 else None)
+    y.node.control_inputs = list(n.control_inputs)
+    return n.outputs[0], y
+
+
+def _pad_spec(n):
+    """Pad(x, ConcatV2([Reshape(b), Reshape(Sub(c, b))], axis 1)): TF's Slice gradient at a
+    run-time begin b, c (the input's shape less the slice's) a constant, so the result's shape
+    does not depend on b. (begin b, c) or None."""
+    if candidates.device_type(n.device) != "NPU" or candidates.PRESERVE_ATTR in n.attrs:
+        return None
+    p = n.inputs[1].node
+    if p.op != "ConcatV2" or p.attr("N") != 2 or _scalar(p.inputs[2]) not in (1, -1):
+        return None
+    before, after = (v.node for v in p.inputs[:2])
+    if before.op != "Reshape" or after.op != "Reshape" or after.inputs[0].node.op != "Sub":
+        return None
+    begin, (c, subtracted) = before.inputs[0], after.inputs[0].node.inputs
+    c = _constant(c)
+    if subtracted is not begin or c is None or c.ndim != 1 or folds_at_compile_time(begin):
+        return None
+    return begin, c
+
+
+def _rewrite_pad(g, n, spec):
+    """Per axis c pads: x placed at begin's element (_place) along a dim of x's size plus c."""
+    (begin, c), x = spec, n.inputs[0]
+    index_type = n.attr("Tpaddings")
+    b = Builder(g, n.inputs[1].node, constant_input=2)     # the concat's axis: in n's frame
+    g.remove(n)
+    sizes = b.node("Shape", [x], index_type, T=("type", n.attr("T")),
+                   out_type=("type", index_type))
+    y, axes = x, [d for d in range(len(c)) if c[d]]
+    for j, d in enumerate(axes):
+        size = b.element(sizes, d, index_type)
+        dim = b.node("AddV2", [size, b.const(c[d], index_type)], index_type,
+                     T=("type", index_type))
+        y = _place(b, y, d, dim, b.element(begin, d, index_type), size,
+                   name=n.name if j == len(axes) - 1 else None)
+    if not axes:                                      # nothing pads: x itself
+        y = b.node("Identity", [x], n.attr("T"), name=n.name, T=("type", n.attr("T")))
     y.node.control_inputs = list(n.control_inputs)
     return n.outputs[0], y
 
 
 def rewrite(g):
     """Rewrites qualifying slices in Graph g in place; returns how many."""
-    todo = [(n, w) for n in g for w in [_window_spec(n)] if w]
-    return runtime_slices.apply(g, todo, lambda n, spec: (
-        _rewrite_grad if n.op == "StridedSliceGrad" else _rewrite)(g, n, spec))
+    rewrites = {"StridedSliceGrad": _rewrite_grad, "Pad": _rewrite_pad}
+    todo = [(n, w) for n in g
+            for w in [_pad_spec(n) if n.op == "Pad" else _window_spec(n)] if w]
+    return runtime_slices.apply(g, todo, lambda n, spec: rewrites.get(n.op, _rewrite)(g, n,
+                                                                                      spec))
