@@ -14,12 +14,25 @@ from graph_engine.compiler.devtools import run_graph
 pytestmark = pytest.mark.timeout(300)
 
 
+def _value_input_producers(graph_def):
+    """The ops feeding the clusters' `values` inputs (the last data inputs)."""
+    ops = {n.name: n.op for n in graph_def.node}
+    producers = []
+    for c in (c for c in graph_def.node if c.op == "NpuGraphOp"):
+        data = [i for i in c.input if not i.startswith("^")]
+        k = len(c.attr["Tvalues"].list.type)
+        producers += [ops[i.split(":")[0]] for i in data[len(data) - k:] if k]
+    return producers
+
+
 def test_slices_at_run_time_starts_need_no_value_inputs():
     # Slice with a Pack begin (constant zeros and run-time starts), Slice with a computed begin
-    # vector, and Python slicing x[:, h:h + 3] (StridedSlice with Pack begin/end): gathers, no
-    # `values` inputs, and the graph computes what TF's does.
+    # vector: gathers, no `values` inputs. Python slicing x[:, h:h + 3] (StridedSlice with Pack
+    # begin/end), which TF clamps to the axis: its length, computed by int32 host ops outside
+    # the cluster, is the only compile-time value (the start is data). Past the axis, before
+    # it, and wholly outside (empty), the graph computes what TF's does.
     def f(x, h, w, offset):
-        a = tf.slice(x, tf.stack([0, h, w]), [2, 3, 2]) * 2.0
+        a = tf.slice(x, tf.stack([0, h % 4, w % 4]), [2, 3, 2]) * 2.0
         b = tf.slice(x, offset % [2, 5, 4], [1, 2, 2]) + 1.0
         c = x[:, h:h + 3, w:w + 1] - 1.0
         return a, b, c
@@ -27,10 +40,11 @@ def test_slices_at_run_time_starts_need_no_value_inputs():
     specs = (tf.TensorSpec([2, 6, 5]), tf.TensorSpec([], tf.int32), tf.TensorSpec([], tf.int32),
              tf.TensorSpec([3], tf.int32))
     gd, out, _ = partitioned(f, *specs)
-    assert all(not c.attr["Tvalues"].list.type for c in out.node if c.op == "NpuGraphOp")
+    assert _value_input_producers(out) == ["Maximum", "Maximum"]     # c's two lengths
     x = np.arange(60, dtype=np.float32).reshape(2, 6, 5)
     fetches = [n.name for n in out.node if n.op == "Identity"]
-    for h, w, offset in ((0, 0, [0, 0, 0]), (3, 3, [1, 4, 2]), (2, 1, [2, 2, 5])):
+    for h, w, offset in ((0, 0, [0, 0, 0]), (3, 3, [1, 4, 2]), (2, 1, [2, 2, 5]),
+                         (5, 4, [0, 1, 1]), (-2, -5, [1, 0, 0]), (-8, 7, [0, 0, 0])):
         feeds = {"x": x, "h": np.int32(h), "w": np.int32(w), "offset": np.int32(offset)}
         got, _ = run_graph(out, feeds, fetches)
         want, _ = run_graph(gd, feeds, fetches)
@@ -48,7 +62,7 @@ def test_window_gradients_need_no_value_inputs():
                 tf.reduce_sum(x[:h + 1, :, -2:] * 3.0)
         return tape.gradient(y, x)
 
-    def fixed(x, h):             # windows of fixed size only: no `values` inputs at all
+    def fixed(x, h):             # windows of fixed size only
         with tf.GradientTape() as tape:
             tape.watch(x)
             y = tf.reduce_sum(tf.sin(x[:, h:h + 3, 1:4])) + tf.reduce_sum(x[:2, h:h + 2, -2:])
@@ -56,7 +70,7 @@ def test_window_gradients_need_no_value_inputs():
 
     specs = (tf.TensorSpec([3, 6, 5]), tf.TensorSpec([], tf.int32))
     _, out, _ = partitioned(fixed, *specs)
-    assert all(not c.attr["Tvalues"].list.type for c in out.node if c.op == "NpuGraphOp")
+    assert _value_input_producers(out) == ["Maximum"] * 2      # the forward windows' lengths
     # the others' forward sizes depend on h (a value input), their gradients do not
     gd, out, _ = partitioned(f, *specs)
     x = np.random.default_rng(2).normal(size=(3, 6, 5)).astype(np.float32)
@@ -92,6 +106,30 @@ def test_slice_gradient_padding_at_a_run_time_begin_needs_no_value_inputs():
         want, _ = run_graph(gd, feeds, fetches)
         for g, w in zip(got, want):
             np.testing.assert_array_equal(g, w)
+
+
+def test_chunks_of_a_tensor_in_a_loop_with_a_ragged_last_chunk_equal_cpu():
+    # x[i:i + 4] over 10 elements: TF clamps the last chunk to 2 elements (an error on the NPU
+    # before); one compile per chunk length.
+    r = run_python("""
+    import numpy as np, tensorflow as tf, npu_device
+    x = tf.constant(np.arange(30, dtype=np.float32).reshape(10, 3))
+
+    @tf.function
+    def f(x):
+        def body(i, acc):
+            return i + 4, acc + tf.reduce_sum(tf.sin(x[i:i + 4]), axis=0)
+        return tf.while_loop(lambda i, acc: i < 10, body, (0, tf.zeros([3])))[1]
+
+    got = f(x).numpy()
+    s = npu_device.compile_stats()
+    with tf.device("/CPU:0"):
+        want = f(x).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    assert s["max_signatures_per_cluster"] == 2 and s["fallbacks"] == 0, s
+    print("OK")
+    """, timeout=240)
+    assert r.returncode == 0 and "OK" in r.stdout, r.stdout + r.stderr[-4000:]
 
 
 def test_a_hand_written_rnn_slicing_its_input_trains_with_one_compile_per_cluster():

@@ -106,6 +106,8 @@ def partition(g, opts=None):
     preserved = [n for n in g if candidates.PRESERVE_ATTR in n.attrs]
     for n in preserved:
         del n.attrs[candidates.PRESERVE_ATTR]
+    for n in g:
+        n.attrs.pop(candidates.HOST_ATTR, None)
 
     entries = []
     for n in original:

@@ -7,6 +7,10 @@ from graph_engine.compiler.partition.contexts import ENTER, EXIT, MERGE, SWITCH
 from graph_engine.compiler.signature import DT_RESOURCE, DT_STRING, DT_VARIANT, op_def, signature
 
 PRESERVE_ATTR = "_npu_preserve"
+# On a node a rewrite made for TF to run in host memory outside any cluster (int32 arithmetic
+# with TF's host kernels): its result is a cluster's compile-time value, not a member's input.
+HOST_ATTR = "_npu_host"
+HOST_ARITHMETIC = "int32 arithmetic TF runs in host memory: a compile-time value of a cluster"
 
 # Ops that stay TF ops whatever their device, with the reason shown to users.
 _STAYS_IN_TF = {
@@ -69,6 +73,8 @@ def classify(node):
     """(clusterable, reason); reason None for clusterable nodes."""
     if node.attr(PRESERVE_ATTR):
         return False, "kept by Grappler (fetch or preserved node)"
+    if node.attr(HOST_ATTR):
+        return False, HOST_ARITHMETIC
     reason = unsupported_reason(node)
     kind = device_type(node.device)
     if kind != "NPU":

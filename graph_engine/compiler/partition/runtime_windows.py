@@ -12,10 +12,11 @@ compiles once:
   end mask), constant (`x[:, 1:5]`, `x[-3:]`), or ends at `begin + c` for a constant c >= 0
   (`AddV2(b, c)`, either operand order) with the same begin element b.
 The constant axes are cut first by one slice of the same op with constant inputs (TF's checks,
-and StridedSlice's clamping, apply as before); each run-time start is then a gather. A window
-reaching past its axis (or a negative start) is an error there, as it is for TF's Slice; TF's
-StridedSlice would clamp it to a smaller result instead, which a compiled shape cannot be
-(Keras' RandomCrop never asks for one).
+and StridedSlice's clamping, apply as before); each run-time start is then a gather. A Slice
+reaching past its axis is an error there, as TF's is. TF's StridedSlice clamps its window to
+the axis (a loop's ragged last chunk `x[i:i + 4]`): int32 ops that TF runs in host memory,
+outside the cluster, compute the clamped start and length (_host_window), and the length is the
+cluster's one compile-time value: a compile per length (a random crop has one), not per start.
 
 The gradients place dy at the start of a zero tensor, by a gather of dy with a zero slice in
 front: StridedSliceGrad of stride 1, and TF's Slice gradient, a Pad of dy by the begin in front
@@ -23,7 +24,8 @@ and by a constant (the input's shape less the slice's, folded) less the begin be
 """
 import numpy as np
 
-from graph_engine.compiler.partition import candidates, runtime_slices
+from graph_engine.compiler import attrs as attr_util
+from graph_engine.compiler.partition import candidates, runtime_slices, static_shapes
 from graph_engine.compiler.partition.runtime_slices import (Builder, bits, const_value,
                                                             folds_at_compile_time)
 from graph_engine.ops import dtypes as dt
@@ -88,6 +90,8 @@ def _strided_slice_windows(n):
     if strides is None or strides.ndim != 1 or not np.all(strides == 1) or begin is None or \
             end is None:
         return None
+    if n.attr("Index") != dt.DT_INT32:         # its clamped size is computed by TF's int32
+        return None                               # host kernels (_host_window)
     k = strides.shape[0]
     masks = zip(bits(n.attr("begin_mask", 0), k), bits(n.attr("end_mask", 0), k))
     windows, constants = [], {}
@@ -145,6 +149,42 @@ def _constant_slice(b, n, y, constants, rank):
                   end_mask=mask(last), ellipsis_mask=0, new_axis_mask=0, shrink_axis_mask=0)
 
 
+def _host(b, op, inputs, **attrs):
+    """An int32 node that TF runs in host memory outside the clusters (candidates.HOST_ATTR)."""
+    v = b.node(op, inputs, dt.DT_INT32, **{"T": ("type", dt.DT_INT32), **attrs})
+    v.node.attrs[candidates.HOST_ATTR] = attr_util.make(True)
+    return v
+
+
+def _clamped(b, i, dim, zero):
+    """Index i as a stride-1 StridedSlice takes a begin or an end: counted from the end when
+    negative (i - dim * min(sign(i), 0): TF has no host kernel for Select), then clamped to
+    [0, dim]."""
+    negative = _host(b, "Minimum", [_host(b, "Sign", [i]), zero])
+    wrapped = _host(b, "Sub", [i, _host(b, "Mul", [dim, negative])])
+    return _host(b, "Maximum", [_host(b, "Minimum", [wrapped, dim]), zero])
+
+
+def _host_window(b, x, d, start, size):
+    """(first index, length) of StridedSlice's window [start, start + size) along axis d of x,
+    clamped as TF clamps it, by int32 ops TF runs in host memory outside the clusters: the
+    length is the cluster's compile-time value (a ragged last chunk of a loop compiles once
+    more; a random crop never changes it), the first index its data."""
+    zero = b.const(0, dt.DT_INT32)
+    dim = static_shapes.static_dim(x, d)
+    if dim is not None:
+        dim = b.const(dim, dt.DT_INT32)
+    else:                              # x's shape, read where x is (no copy)
+        shape = _host(b, "Shape", [x], T=("type", x.dtype), out_type=("type", dt.DT_INT32))
+        dim = _host(b, "Reshape", [
+            _host(b, "Slice", [shape, b.const([d], dt.DT_INT32), b.const([1], dt.DT_INT32)],
+                  Index=("type", dt.DT_INT32)),
+            b.const([], dt.DT_INT32)], Tshape=("type", dt.DT_INT32))
+    first = _clamped(b, start, dim, zero)
+    end = _clamped(b, _host(b, "AddV2", [start, b.const(size, dt.DT_INT32)]), dim, zero)
+    return first, _host(b, "Maximum", [_host(b, "Sub", [end, first]), zero])
+
+
 def _rewrite(g, n, spec):
     (windows, constants), (x, begin) = spec, n.inputs[:2]
     index_type, t = n.attr("Index"), n.attr("T")
@@ -155,7 +195,12 @@ def _rewrite(g, n, spec):
     for j, (d, start, size) in enumerate(windows):
         if start is None:
             start = b.element(begin, d, index_type)
-        positions = b.const(np.arange(size), index_type)
+        if n.op == "StridedSlice":
+            start, size = _host_window(b, x, d, start, size)
+            positions = b.node("Range", [b.const(0, index_type), size, b.const(1, index_type)],
+                               index_type, Tidx=("type", index_type))
+        else:                          # TF's Slice does not clamp: an overrun is an error
+            positions = b.const(np.arange(size), index_type)
         indices = b.node("AddV2", [positions, start], index_type, T=("type", index_type))
         last = j == len(windows) - 1
         y = b.node("GatherV2", [y, indices, b.const(d, dt.DT_INT32)], t,

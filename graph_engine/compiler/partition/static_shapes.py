@@ -59,3 +59,26 @@ def input_shapes(npu_graph_op):
             return None
         shapes.append(s)
     return shapes
+
+
+# Ops with a list of their outputs' shapes (unknown dims -1) in an attr.
+_SHAPES_ATTR = {"IteratorGetNext": "output_shapes", "IteratorGetNextSync": "output_shapes",
+                "OptionalGetValue": "output_shapes", "_Arg": "_output_shapes"}
+
+
+def static_dim(value, axis, depth=0):
+    """Dimension `axis` of IR Value `value` when the graph fixes it (a batch of unknown size
+    may still have fixed image sizes), else None."""
+    node = value.node
+    if node.op in _SHAPES_ATTR and value.dtype != types_pb2.DT_RESOURCE:
+        av = node.attrs.get(_SHAPES_ATTR[node.op])
+        shapes = av.list.shape if av is not None else ()
+        index = 0 if node.op == "_Arg" else value.index
+        if index < len(shapes) and not shapes[index].unknown_rank and \
+                axis < len(shapes[index].dim) and shapes[index].dim[axis].size >= 0:
+            return shapes[index].dim[axis].size
+        return None
+    if node.op in _SAME_SHAPE + ("Enter",) and node.inputs and depth < 8:
+        return static_dim(node.inputs[0], axis, depth + 1)
+    shape = _shape(value)
+    return shape[axis] if shape is not None and axis < len(shape) else None
