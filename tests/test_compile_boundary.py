@@ -23,6 +23,16 @@ def partitioned(fn, *specs):
     return gd, graph_pb2.GraphDef.FromString(partition_graph(placed.SerializeToString())), cf
 
 
+def assert_computes_as_tf(gd, out, feeds_list, rtol=0, atol=0):
+    """Partitioned GraphDef `out` gives TF's graph `gd`'s results for each feed dict."""
+    fetches = [n.name for n in out.node if n.op == "Identity"]
+    for feeds in feeds_list:
+        got, _ = run_graph(out, feeds, fetches)
+        want, _ = run_graph(gd, feeds, fetches)
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=rtol, atol=atol)
+
+
 def test_a_cluster_carries_its_options_and_its_key():
     # The partitioner writes the one identity of a cluster (attr cluster_key) that the plugin's
     # model cache and the bridge's events use, and reports the clusters it made by that key.
@@ -212,13 +222,8 @@ def test_slices_at_run_time_indices_need_no_value_inputs():
     assert not [n for n in out.node if n.op == "StridedSlice" and "runtime_index" not in n.name]
     assert all(not c.attr["Tvalues"].list.type for c in out.node if c.op == "NpuGraphOp")
     x = np.arange(20, dtype=np.float32).reshape(5, 4)
-    fetches = [n.name for n in out.node if n.op == "Identity"]
-    for i, j in ((0, 3), (4, 0), (-1, -2), (-5, 1)):
-        feeds = {"x": x, "i": np.int32(i), "j": np.int32(j)}
-        got, _ = run_graph(out, feeds, fetches)
-        want, _ = run_graph(gd, feeds, fetches)
-        for g, w in zip(got, want):
-            np.testing.assert_array_equal(g, w)
+    assert_computes_as_tf(gd, out, [{"x": x, "i": np.int32(i), "j": np.int32(j)}
+                                    for i, j in ((0, 3), (4, 0), (-1, -2), (-5, 1))])
 
 
 def test_loop_indexing_compiles_once_and_equals_cpu():

@@ -8,8 +8,7 @@ import pytest
 import tensorflow as tf
 
 from tests.conftest import run_python
-from tests.test_compile_boundary import partitioned
-from graph_engine.compiler.devtools import run_graph
+from tests.test_compile_boundary import assert_computes_as_tf, partitioned
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -42,14 +41,10 @@ def test_slices_at_run_time_starts_need_no_value_inputs():
     gd, out, _ = partitioned(f, *specs)
     assert _value_input_producers(out) == ["Maximum", "Maximum"]     # c's two lengths
     x = np.arange(60, dtype=np.float32).reshape(2, 6, 5)
-    fetches = [n.name for n in out.node if n.op == "Identity"]
-    for h, w, offset in ((0, 0, [0, 0, 0]), (3, 3, [1, 4, 2]), (2, 1, [2, 2, 5]),
-                         (5, 4, [0, 1, 1]), (-2, -5, [1, 0, 0]), (-8, 7, [0, 0, 0])):
-        feeds = {"x": x, "h": np.int32(h), "w": np.int32(w), "offset": np.int32(offset)}
-        got, _ = run_graph(out, feeds, fetches)
-        want, _ = run_graph(gd, feeds, fetches)
-        for g, wv in zip(got, want):
-            np.testing.assert_array_equal(g, wv)
+    assert_computes_as_tf(gd, out, [
+        {"x": x, "h": np.int32(h), "w": np.int32(w), "offset": np.int32(offset)}
+        for h, w, offset in ((0, 0, [0, 0, 0]), (3, 3, [1, 4, 2]), (2, 1, [2, 2, 5]),
+                             (5, 4, [0, 1, 1]), (-2, -5, [1, 0, 0]), (-8, 7, [0, 0, 0]))])
 
 
 def test_window_gradients_need_no_value_inputs():
@@ -74,13 +69,8 @@ def test_window_gradients_need_no_value_inputs():
     # the others' forward sizes depend on h (a value input), their gradients do not
     gd, out, _ = partitioned(f, *specs)
     x = np.random.default_rng(2).normal(size=(3, 6, 5)).astype(np.float32)
-    fetches = [n.name for n in out.node if n.op == "Identity"]
-    for h in (0, 1, 2, 3):                           # (h = 3: x[:h + 1] clamps)
-        feeds = {"x": x, "h": np.int32(h)}
-        got, _ = run_graph(out, feeds, fetches)
-        want, _ = run_graph(gd, feeds, fetches)
-        for g, wv in zip(got, want):
-            np.testing.assert_allclose(g, wv, rtol=1e-6, atol=1e-6)
+    assert_computes_as_tf(gd, out, [{"x": x, "h": np.int32(h)} for h in (0, 1, 2, 3)],
+                          rtol=1e-6, atol=1e-6)           # (h = 3: x[:h + 1] clamps)
 
 
 def test_slice_gradient_padding_at_a_run_time_begin_needs_no_value_inputs():
@@ -99,13 +89,8 @@ def test_slice_gradient_padding_at_a_run_time_begin_needs_no_value_inputs():
     rng = np.random.default_rng(3)
     feeds = {"x": rng.normal(size=(3, 6, 5)).astype(np.float32),
              "dy": rng.normal(size=(2, 4, 2)).astype(np.float32)}
-    fetches = [n.name for n in out.node if n.op == "Identity"]
-    for t, u in ((0, 0), (2, 3), (1, 2)):
-        feeds.update(t=np.int32(t), u=np.int32(u))
-        got, _ = run_graph(out, feeds, fetches)
-        want, _ = run_graph(gd, feeds, fetches)
-        for g, w in zip(got, want):
-            np.testing.assert_array_equal(g, w)
+    assert_computes_as_tf(gd, out, [dict(feeds, t=np.int32(t), u=np.int32(u))
+                                    for t, u in ((0, 0), (2, 3), (1, 2))])
 
 
 def test_chunks_of_a_tensor_in_a_loop_with_a_ragged_last_chunk_equal_cpu():
