@@ -147,6 +147,26 @@ def test_cycle_through_control_edge_is_avoided():
     check_runs_like_tf(gd, out, {"x": R.standard_normal((4, 3)).astype(np.float32)}, fetches)
 
 
+def test_a_constant_ordered_after_a_member_orders_nothing_else():
+    # Grappler's materialized shapes (tf.image.ssim_multiscale's checks): a Const with a control
+    # input from one member and a control edge to another. The cluster node took the Const as
+    # its control input while the Const waited for the cluster: a cycle, and TF ran the whole
+    # function op by op. The Const's own control inputs order the member instead.
+    def f(x):
+        a = tf.exp(x)
+        with tf.control_dependencies([a]):
+            shape = tf.constant([4, 3])
+        with tf.control_dependencies([shape]):
+            c = a * 2.0
+        return c, tf.raw_ops.Reverse(tensor=shape, dims=[True])     # no NPU kernel
+    gd, fetches, _ = traced(f, X)
+    out, _ = partition(gd, fetches)                  # (raises on a cycle)
+    (c,) = clusters(out)
+    assert sorted(members(c)) == ["Exp", "mul"]
+    assert not [i for i in c.input if i.startswith("^")]
+    check_runs_like_tf(gd, out, {"x": R.standard_normal((4, 3)).astype(np.float32)}, fetches)
+
+
 def test_control_edges_move_to_the_cluster_node():
     def f(x):
         s = _no_npu_op(x)

@@ -4,7 +4,7 @@ Each program is a short keras.io-style script: Keras fit/evaluate/predict with p
 batches, validation_split, TextVectorization, structured-data preprocessing layers, recurrent
 and bidirectional layers, an LSTM seq2seq decoding step by step, ConvLSTM2D, a Transformer
 encoder, a mini GPT generating token by token, a U-Net-style autoencoder on a tf.data pipeline,
-CTC over STFT spectrograms, a graph neural network (gather and segment sums along edges),
+CTC over STFT spectrograms, an MS-SSIM training loss, a graph neural network (gather and segment sums along edges),
 augmentation layers, a VAE with a custom train_step, a two-input two-output model saved and
 reloaded, mixed precision, callbacks, and lower-level TensorFlow (TF1 Session feeds, shape-less
 tf.function signatures, map_fn/scan/cond/while_loop inside a layer, softmax cross-entropy, Prod

@@ -38,10 +38,14 @@ def form_clusters(topo, clusterable, ctx, cloned=frozenset()):
     """([[members]], [[members of dropped clusters]]), members in topological order."""
     index = {n: i for i, n in enumerate(topo)}
 
+    def through_clones(preds):      # a cloned Const is copied in: what orders it orders n
+        return [q for p in preds
+                for q in (through_clones(dag.producers(p)) if p in cloned else (p,))]
+
     def direct_preds(n):
         preds = dag.producers(n)
         if n in clusterable and any(p in cloned for p in preds):
-            return [q for p in preds for q in (dag.producers(p) if p in cloned else (p,))]
+            return through_clones(preds)
         return preds
 
     pred_lists = {n: direct_preds(n) for n in topo}     # read once per round below
