@@ -47,6 +47,26 @@ def test_slices_at_run_time_starts_need_no_value_inputs():
                              (5, 4, [0, 1, 1]), (-2, -5, [1, 0, 0]), (-8, 7, [0, 0, 0]))])
 
 
+def test_a_random_crop_provably_inside_needs_no_clamping():
+    # Keras' RandomCrop start: int(uniform * (H - h + 1)) always fits: a fixed-size gather, no
+    # compile-time value (no host ops that would split the cluster). One more and it might not.
+    def crop(extra):
+        def f(x, seed):
+            u = tf.raw_ops.StatelessRandomUniform(shape=[], seed=seed)     # in [0, 1)
+            h = tf.cast(u * (6.0 - 3.0 + 1.0 + extra), tf.int32)
+            w = tf.math.floormod(tf.cast(u * 100.0, tf.int32), 3 + extra)
+            return x[:, h:h + 3, w:w + 3] * 2.0
+        return f
+
+    specs = (tf.TensorSpec([2, 6, 5]), tf.TensorSpec([2], tf.int32))
+    gd, out, _ = partitioned(crop(0), *specs)
+    assert _value_input_producers(out) == []
+    assert_computes_as_tf(gd, out, [{"x": np.arange(60, dtype=np.float32).reshape(2, 6, 5),
+                                     "seed": np.int32([s, 1])} for s in range(6)])
+    _, out, _ = partitioned(crop(1), *specs)
+    assert _value_input_producers(out) == ["Maximum"] * 2
+
+
 def test_window_gradients_need_no_value_inputs():
     # StridedSliceGrad at run-time starts (a window with constant axes, a start counted from the
     # end, a begin-masked prefix, clamped ends): gathers of dy padded with a zero slice.

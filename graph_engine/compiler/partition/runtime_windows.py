@@ -16,7 +16,9 @@ and StridedSlice's clamping, apply as before); each run-time start is then a gat
 reaching past its axis is an error there, as TF's is. TF's StridedSlice clamps its window to
 the axis (a loop's ragged last chunk `x[i:i + 4]`): int32 ops that TF runs in host memory,
 outside the cluster, compute the clamped start and length (_host_window), and the length is the
-cluster's one compile-time value: a compile per length (a random crop has one), not per start.
+cluster's one compile-time value: a compile per length, not per start. A start whose range
+the graph shows fits the axis (a random crop's `int(uniform * (H - h + 1))`, a modulo: _bounds)
+needs none of that (host ops reading a value the cluster computes would split the cluster).
 
 The gradients place dy at the start of a zero tensor, by a gather of dy with a zero slice in
 front: StridedSliceGrad of stride 1, and TF's Slice gradient, a Pad of dy by the begin in front
@@ -185,6 +187,62 @@ def _host_window(b, x, d, start, size):
     return first, _host(b, "Maximum", [_host(b, "Sub", [end, first]), zero])
 
 
+_UNIFORM = ("StatelessRandomUniform", "StatelessRandomUniformV2", "RandomUniform")
+
+
+def _bounds(v, depth=0):
+    """(lo, hi, hi excluded) that Value v's elements lie in, from how it is computed (a random
+    crop's `int(uniform * k)`, a modulo), else None."""
+    n = v.node
+    c = _constant(v)
+    if c is not None:
+        return (float(c.min()), float(c.max()), False) if c.size else None
+    if depth > 8:
+        return None
+    if n.op in _UNIFORM:
+        return 0.0, 1.0, True
+    if n.op in ("Mul", "AddV2", "Sub", "FloorMod", "Minimum", "Maximum"):
+        k = _constant(n.inputs[1])
+        if k is None or k.size != 1:
+            return None
+        x, k = _bounds(n.inputs[0], depth + 1), float(k.reshape(()))
+        if x is None:
+            return None
+        lo, hi, open_ = x
+        if n.op == "Mul" and k > 0:      # k * (1 - 2**-24) rounds below k: still excluded
+            return lo * k, hi * k, open_
+        if n.op in ("AddV2", "Sub"):     # a sum may round up to its bound
+            k = k if n.op == "AddV2" else -k
+            return lo + k, hi + k, open_ and k == 0
+        if n.op == "FloorMod" and k > 0:
+            return 0.0, k, True
+        if n.op == "Minimum":
+            return min(lo, k), min(hi, k), open_ and hi <= k
+        if n.op == "Maximum":
+            return max(lo, k), max(hi, k), open_ and hi > k
+        return None
+    if n.op == "Identity":
+        return _bounds(n.inputs[0], depth + 1)
+    if n.op in ("Cast", "Floor"):
+        x = _bounds(n.inputs[0], depth + 1)
+        if x is None or x[0] < 0:        # truncation toward zero is floor from 0 up
+            return None
+        return float(np.floor(x[0])), _largest_integer(x), False
+    return None
+
+
+def _largest_integer(bounds):
+    lo, hi, excluded = bounds
+    return float(np.ceil(hi) - 1 if excluded else np.floor(hi))
+
+
+def _always_inside(x, d, start, size):
+    """Whether the window [start, start + size) of axis d of x provably fits the axis."""
+    dim, bounds = static_shapes.static_dim(x, d), _bounds(start)
+    return dim is not None and bounds is not None and bounds[0] >= 0 and \
+        _largest_integer(bounds) + size <= dim
+
+
 def _rewrite(g, n, spec):
     (windows, constants), (x, begin) = spec, n.inputs[:2]
     index_type, t = n.attr("Index"), n.attr("T")
@@ -195,11 +253,11 @@ def _rewrite(g, n, spec):
     for j, (d, start, size) in enumerate(windows):
         if start is None:
             start = b.element(begin, d, index_type)
-        if n.op == "StridedSlice":
+        if n.op == "StridedSlice" and not _always_inside(x, d, start, size):
             start, size = _host_window(b, x, d, start, size)
             positions = b.node("Range", [b.const(0, index_type), size, b.const(1, index_type)],
                                index_type, Tidx=("type", index_type))
-        else:                          # TF's Slice does not clamp: an overrun is an error
+        else:                          # TF's Slice does not clamp (an overrun is an error)
             positions = b.const(np.arange(size), index_type)
         indices = b.node("AddV2", [positions, start], index_type, T=("type", index_type))
         last = j == len(windows) - 1

@@ -10,6 +10,8 @@ before TF has placed and instantiated the graph (npu_device compiles it ahead me
 """
 from tensorflow.core.framework import types_pb2
 
+from graph_engine import ops
+
 # Ops whose output has the shape of their first input.
 _SAME_SHAPE = ("Identity", "Cast", "StopGradient", "Snapshot")
 
@@ -63,7 +65,8 @@ def input_shapes(npu_graph_op):
 
 # Ops with a list of their outputs' shapes (unknown dims -1) in an attr.
 _SHAPES_ATTR = {"IteratorGetNext": "output_shapes", "IteratorGetNextSync": "output_shapes",
-                "OptionalGetValue": "output_shapes", "_Arg": "_output_shapes"}
+                "OptionalGetValue": "output_shapes", "_Arg": "_output_shapes",
+                "Placeholder": "shape"}
 
 
 def static_dim(value, axis, depth=0):
@@ -72,7 +75,7 @@ def static_dim(value, axis, depth=0):
     node = value.node
     if node.op in _SHAPES_ATTR and value.dtype != types_pb2.DT_RESOURCE:
         av = node.attrs.get(_SHAPES_ATTR[node.op])
-        shapes = av.list.shape if av is not None else ()
+        shapes = () if av is None else [av.shape] if node.op == "Placeholder" else av.list.shape
         index = 0 if node.op == "_Arg" else value.index
         if index < len(shapes) and not shapes[index].unknown_rank and \
                 axis < len(shapes[index].dim) and shapes[index].dim[axis].size >= 0:
@@ -80,5 +83,11 @@ def static_dim(value, axis, depth=0):
         return None
     if node.op in _SAME_SHAPE + ("Enter",) and node.inputs and depth < 8:
         return static_dim(node.inputs[0], axis, depth + 1)
+    op = ops.get(node.op)
+    if op is not None and op.elementwise_kernel and depth < 8:    # x * scale + offset
+        varying = [v for v in node.inputs
+                   if v.node.op != "Const" or v.node.attrs["value"].tensor.tensor_shape.dim]
+        if len(varying) == 1:
+            return static_dim(varying[0], axis, depth + 1)
     shape = _shape(value)
     return shape[axis] if shape is not None and axis < len(shape) else None
