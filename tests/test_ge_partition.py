@@ -167,6 +167,19 @@ def test_a_constant_ordered_after_a_member_orders_nothing_else():
     check_runs_like_tf(gd, out, {"x": R.standard_normal((4, 3)).astype(np.float32)}, fetches)
 
 
+def test_a_clamp_that_ignores_its_input_is_no_compile_time_value():
+    # tf.math.bincount(minlength=16, maxlength=16) (Keras' CategoryEncoding multi_hot): the
+    # size min(16, max(16, max(x) + 1)) is 16 whatever x holds; through it x itself was the
+    # cluster's compile-time value, a compile per batch.
+    def f(x):
+        return tf.math.bincount(x, minlength=16, maxlength=16, axis=-1, binary_output=True)
+    gd, fetches, _ = traced(f, tf.TensorSpec([5, 3], tf.int32))
+    out, _ = partition(gd, fetches)
+    assert all(not c.attr["Tvalues"].list.type for c in clusters(out))
+    x = np.array([[1, 3, 3], [15, 0, 2], [4, 4, 4], [7, 8, 9], [0, 0, 15]], np.int32)
+    check_runs_like_tf(gd, out, {"x": x}, fetches)
+
+
 def test_control_edges_move_to_the_cluster_node():
     def f(x):
         s = _no_npu_op(x)

@@ -271,6 +271,33 @@ print("done", flush=True)
     assert "refused ResizeBilinear (1, 0, 0, 2) | " in out and "non-zero size" in out, out
 
 
+def test_device_memory_the_host_cannot_back_is_refused_and_bincount_needs_no_scratch(
+        python_subprocess):
+    """The simulated device's memory is host RAM and Linux grants any allocation: a block
+    within hbm_size but beyond the host's MemAvailable was an OOM kill once touched; it is
+    TF's ResourceExhaustedError now, before anything is allocated. Bincount counted into a
+    scratch of twice its output (tf.math.bincount(x, minlength=2**31 - 1): 26 GB, killed);
+    large ones count into the output."""
+    _isolated(python_subprocess, """
+import resource
+available = next(int(l.split()[1]) * 1024 for l in open("/proc/meminfo")
+                 if l.startswith("MemAvailable:"))
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+try:
+    with tf.device(NPU):
+        tf.fill([available // 4 + 2**28], 1.0)
+    print("fill DIFFERENT: no error")
+except tf.errors.ResourceExhaustedError as e:
+    print("fill same")
+grew = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+print("rss same" if grew < 300 * 1024 else f"rss DIFFERENT grew {grew} KiB")
+x = np.array([3, 0, 9_000_001, 3, 12_000_000], np.int32)
+for weights in (None, np.float32([0.5, 1.0, 2.0, 0.25, 4.0])):
+    check(f"bincount weights={weights is not None}",
+          lambda: tf.math.bincount(x, weights=weights, minlength=17_000_000))   # > 64 MB
+""", env={"NPU_HBM_SIZE": "1T"}, timeout=240)
+
+
 def test_range_bigger_than_the_device_is_refused_without_materializing(python_subprocess):
     """Eager tf.range(2**31) with a 1 GiB device made the compiler build the range in numpy
     (23 GB RSS, OOM killer). The length is computed, not the values; a value bigger than the

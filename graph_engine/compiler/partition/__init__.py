@@ -24,8 +24,8 @@ from graph_engine.compiler import attrs as attr_util, gc_pause, reports
 from graph_engine.ops.errors import CompileError
 from graph_engine.compiler.graphdef import export_graph_def, import_graph_def
 from graph_engine.compiler.options import or_defaults, to_json
-from graph_engine.compiler.partition import (candidates, cpu_lists, cpu_results, dag,
-                                             host_logic, preserved_reads, rewrite,
+from graph_engine.compiler.partition import (candidates, constant_clamps, cpu_lists,
+                                             cpu_results, dag, host_logic, preserved_reads, rewrite,
                                              runtime_slices, runtime_windows, static_shapes,
                                              variable_updates,
                                              variables_in_place)
@@ -65,6 +65,7 @@ def _placement(node):
 def partition(g, opts=None):
     """Rewrites Graph `g` in place, its clusters carrying options `opts` (None: the defaults);
     returns (changed, PartitionReport)."""
+    constant_clamps.rewrite(g)
     runtime_slices.rewrite(g)
     runtime_windows.rewrite(g)
     variable_updates.rewrite(g)

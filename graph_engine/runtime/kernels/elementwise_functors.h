@@ -384,7 +384,10 @@ NPU_VECTOR_UNARY(Tanh, 12, VecFn::kTanh);
 struct LeakyRelu {
   static constexpr int kCost = 1;
   explicit LeakyRelu(double alpha) : alpha(alpha) {}
-  template <class T> T operator()(T a) const { return a > T(0) ? a : T(alpha) * a; }
+  template <class T> T operator()(T a) const {
+    const T scaled = T(alpha) * a;   // both sides computed: a select the loops vectorize
+    return a > T(0) ? a : scaled;    // (alpha * a in one arm only was a branch per element)
+  }
   double alpha;
 };
 
@@ -463,7 +466,10 @@ NPU_BINARY(SqrtGrad, 2, y, dy, dy == T(0) ? T(0) : T(0.5) * dy / y);
 struct LeakyReluGrad {
   static constexpr int kCost = 1;
   explicit LeakyReluGrad(double alpha) : alpha(alpha) {}
-  template <class T> T operator()(T g, T f) const { return f > T(0) ? g : T(alpha) * g; }
+  template <class T> T operator()(T g, T f) const {
+    const T scaled = T(alpha) * g;   // a select, as LeakyRelu's
+    return f > T(0) ? g : scaled;
+  }
   double alpha;
 };
 

@@ -316,19 +316,36 @@ class BincountKernel : public Kernel {
 
   template <class A>
   void Run(const std::vector<int64_t>& arr, const KernelArgs& args) const {
-    std::vector<A> acc(rows_ * size_, A(0)), w;
+    std::vector<A> w;
     if (weighted_ && !binary_) {
       w.resize(arr.size());
       Load<A>(dtype_, args.in(1), static_cast<int64_t>(arr.size()), w.data());
     }
-    for (int64_t r = 0; r < rows_; ++r)
-      for (int64_t c = 0; c < cols_; ++c) {
-        const int64_t v = arr[r * cols_ + c];
-        if (v >= size_) continue;
-        A& bin = acc[r * size_ + v];
-        bin = binary_ ? A(1) : Add(bin, w.empty() ? A(1) : w[r * cols_ + c]);
-      }
-    Store<A>(dtype_, acc.data(), rows_ * size_, args.out(0));
+    auto count = [&](auto&& add_to_bin) {
+      for (int64_t r = 0; r < rows_; ++r)
+        for (int64_t c = 0; c < cols_; ++c) {
+          const int64_t v = arr[r * cols_ + c];
+          if (v < size_) add_to_bin(r * size_ + v, w.empty() ? A(1) : w[r * cols_ + c]);
+        }
+    };
+    const int64_t bins = rows_ * size_;
+    if (bins * static_cast<int64_t>(sizeof(A)) > (int64_t{64} << 20)) {
+      // Into the output itself (zero bits are zero in every dtype): a scratch as large (a
+      // `minlength` of 2**31 - 1) could be more than the host backs, an OOM-killed process.
+      char* out = static_cast<char*>(args.out(0));
+      const int64_t esize = DTypeSize(dtype_);
+      std::memset(out, 0, bins * esize);
+      count([&](int64_t i, A x) {
+        A bin;
+        Load<A>(dtype_, out + i * esize, 1, &bin);
+        bin = binary_ ? A(1) : Add(bin, x);
+        Store<A>(dtype_, &bin, 1, out + i * esize);
+      });
+      return;
+    }
+    std::vector<A> acc(bins, A(0));
+    count([&](int64_t i, A x) { acc[i] = binary_ ? A(1) : Add(acc[i], x); });
+    Store<A>(dtype_, acc.data(), bins, args.out(0));
   }
 
   int64_t size_ = 0, rows_ = 1, cols_ = 0;

@@ -1,6 +1,7 @@
 #include "sim/memory_pool.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 
 #include "sim/errors.h"
@@ -17,6 +18,30 @@ bool GoodFit(uint64_t capacity, uint64_t size) { return capacity >= size && capa
 // optimizer moments, about as large as the model, take fresh blocks while the old ones are
 // still read), and an idle process keeps no more than its busiest moment needed.
 constexpr uint64_t kCacheFloor = 256ull << 20;
+
+// The simulated NPU's memory is host RAM, and Linux grants any allocation: blocks the host
+// could not back were an OOM kill of the process once their pages were touched (bincount with
+// minlength 2**31 - 1). Large blocks are checked against MemAvailable and touched at once, so
+// the next check sees them; a block the host cannot back is an out-of-memory error.
+constexpr uint64_t kLargeBlock = 64ull << 20;
+
+bool HostCanBack(uint64_t size) {
+  if (size < kLargeBlock) return true;
+  std::FILE* f = std::fopen("/proc/meminfo", "r");
+  if (f == nullptr) return true;
+  char line[256];
+  unsigned long long kb = 0;
+  bool found = false;
+  while (!found && std::fgets(line, sizeof line, f) != nullptr)
+    found = std::sscanf(line, "MemAvailable: %llu kB", &kb) == 1;
+  std::fclose(f);
+  return !found || size <= kb * 1024;
+}
+
+void TouchPages(void* block, uint64_t size) {
+  if (size < kLargeBlock) return;
+  for (uint64_t i = 0; i < size; i += 4096) static_cast<volatile char*>(block)[i] = 0;
+}
 
 }  // namespace
 
@@ -90,7 +115,7 @@ npurtError MemoryPool::Allocate(uint64_t size, void** ptr) {
     cache_.erase(best);
   } else {
     std::vector<void*> dropped = TrimLocked(rounded);
-    block = std::aligned_alloc(align, rounded);
+    block = HostCanBack(rounded) ? std::aligned_alloc(align, rounded) : nullptr;
     if (block == nullptr) {  // the host is short: give back every cached block and retry
       for (const auto& [size, c] : cache_) dropped.push_back(c.block);
       cache_.clear();
@@ -99,13 +124,14 @@ npurtError MemoryPool::Allocate(uint64_t size, void** ptr) {
     }
     lock.unlock();
     for (void* b : dropped) release_(b);
-    if (block == nullptr) block = std::aligned_alloc(align, rounded);
+    if (block == nullptr && HostCanBack(rounded)) block = std::aligned_alloc(align, rounded);
     if (block == nullptr) {
       return Fail(NPURT_ERROR_OUT_OF_MEMORY,
                   Format("NPU:%d out of memory: the host could not provide %llu bytes (the "
                          "simulated NPU's memory lives in host RAM)",
                          device_, (unsigned long long)rounded));
     }
+    TouchPages(block, rounded);
     lock.lock();
     if (rounded > capacity_ - in_use_) {  // another thread took the room meanwhile
       lock.unlock();
