@@ -286,6 +286,26 @@ def _types(cluster, attr):
     return [tf.as_dtype(t).name for t in cluster.attr[attr].list.type]
 
 
+def test_an_int32_loop_input_from_the_cpu_enters_the_loop_on_the_npu():
+    # f(tf.constant(500)): the bound is a CPU _Arg, TF places its Enter beside it, and the
+    # NPU's `i < n` read it across devices every iteration (5-15x TF-CPU per iteration).
+    def build():
+        x = tf.compat.v1.placeholder(tf.float32, [3, 3], name="x")
+        n = tf.compat.v1.placeholder(tf.int32, [], name="n")
+        tf.identity(tf.while_loop(lambda i, v: i < n, lambda i, v: (i + 1, tf.tanh(v @ x)),
+                                  (tf.constant(0), x), name="loop")[1], name="out")
+    gd = place(_lowered(build), fetches=["out"])
+    on_cpu = {"n"} | {n.name for n in gd.node if n.op == "Enter" and n.input[0] == "n"}
+    for n in gd.node:
+        if n.name in on_cpu:
+            n.device = CPU
+    part = graph_pb2.GraphDef.FromString(partition_graph(gd.SerializeToString()))
+    devices = {n.name: n.device for n in part.node}
+    assert devices["n"] == CPU and all(devices[e] == NPU for e in on_cpu - {"n"})
+    check_runs_like_tf(gd, part, {"x": R.standard_normal((3, 3)).astype(np.float32) / 3,
+                                  "n": np.int32(4)}, ["out"])
+
+
 def test_loop_control_values_cross_in_host_memory():
     """The loop counter (int32) and the condition (read by LoopCond) cross the cluster boundary
     as host_args / host_results: TF's loop-control ops keep them in host memory, so a device

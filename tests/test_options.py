@@ -21,7 +21,7 @@ CASES = {
                              {"ALL": "off", "simplify_algebra": "on"}, {})],
                            ["{not json", '["ALL"]', '{"no_such_pass": "off"}', '{"lower": "off"}',
                             '{"ALL": "maybe"}', "/nonexistent/switch.json", "", 5]),
-    "dump_graph_path": ([("/tmp/ge_dumps", "/tmp/ge_dumps", {})], ["", "   ", 5]),
+    "dump_graph_path": ([("/tmp/ge_dumps", "/tmp/ge_dumps", {})], ["", "   ", 5, "a\0b"]),
     "precision_mode": ([("force_fp16", "force_fp16", {}),
                         ("allow_mix_precision_bf16", "allow_mix_precision_bf16", {})],
                        ["fp16", "FORCE_FP16", 3]),

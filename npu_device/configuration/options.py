@@ -84,7 +84,8 @@ def size_in_bytes(minimum, maximum=None):
 
 
 def path(value):
-    if not isinstance(value, (str, os.PathLike)) or not str(value).strip():
+    if not isinstance(value, (str, os.PathLike)) or not str(value).strip() or \
+            "\0" in str(value):
         raise ValueError(f"{value!r} is not a path")
     return os.path.expanduser(str(value).strip())
 

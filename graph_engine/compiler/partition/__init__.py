@@ -2,7 +2,8 @@
 every NPU cluster replaced by one NpuGraphOp node.
 
 Steps: import -> optimizer updates into AssignVariableOp of a value the cluster computes
-(variable_updates.py) -> loop plumbing of CPU-only lists onto the CPU (cpu_lists.py) -> function
+(variable_updates.py) -> loop plumbing of CPU-only lists onto the CPU (cpu_lists.py), of int32
+values from the CPU that the NPU reads in a loop onto the NPU (npu_loop_values.py) -> function
 results made on the CPU returned from there (cpu_results.py) -> DAG order (while-loop back
 edges set aside) -> control-flow contexts -> per-node classification (candidates.py) -> maximal
 acyclic clusters (clusters.py; those that need nothing of the NPU, a loop's counter and
@@ -25,7 +26,7 @@ from graph_engine.ops.errors import CompileError
 from graph_engine.compiler.graphdef import export_graph_def, import_graph_def
 from graph_engine.compiler.options import or_defaults, to_json
 from graph_engine.compiler.partition import (candidates, constant_clamps, cpu_lists,
-                                             cpu_results, dag, host_logic, preserved_reads, rewrite,
+                                             cpu_results, dag, host_logic, npu_loop_values, preserved_reads, rewrite,
                                              runtime_slices, runtime_windows, static_shapes,
                                              variable_updates,
                                              variables_in_place)
@@ -69,7 +70,7 @@ def partition(g, opts=None):
     runtime_slices.rewrite(g)
     runtime_windows.rewrite(g)
     variable_updates.rewrite(g)
-    moved = cpu_lists.move_to_cpu(g)
+    moved = cpu_lists.move_to_cpu(g) + npu_loop_values.move_to_npu(g)
     returned = cpu_results.move_to_cpu(g)
     try:
         topo = dag.order(g)
