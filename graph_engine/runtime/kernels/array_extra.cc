@@ -426,10 +426,15 @@ class OneHotKernel : public Kernel {
     Load<int64_t>(index_dtype_, args.in(0), outer_ * inner_, idx.data());
     const char *on = args.in<char>(1), *off = args.in<char>(2);
     char* o = args.out<char>(0);
-    ParallelFor(outer_ * depth_ * inner_, 2, [&](int64_t e0, int64_t e1) {
-      for (int64_t e = e0; e < e1; ++e) {
-        const int64_t a = e / (depth_ * inner_), d = e / inner_ % depth_, c = e % inner_;
-        CopyElement(idx[a * inner_ + c] == d ? on : off, o + e * elem_, elem_);
+    const int64_t block = depth_ * inner_;   // one outer position's [depth, inner]
+    ParallelFor(outer_, block, [&](int64_t a0, int64_t a1) {
+      for (int64_t a = a0; a < a1; ++a) {   // off everywhere, then on at each index in range
+        char* dst = o + a * block * elem_;
+        for (int64_t e = 0; e < block; ++e) CopyElement(off, dst + e * elem_, elem_);
+        for (int64_t c = 0; c < inner_; ++c) {
+          const int64_t d = idx[a * inner_ + c];
+          if (d >= 0 && d < depth_) CopyElement(on, dst + (d * inner_ + c) * elem_, elem_);
+        }
       }
     });
     return Status::Ok();

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 #include <type_traits>
+#include <vector>
 
 #include "kernels/dtype.h"
 #include "kernels/elementwise.h"
@@ -291,6 +292,23 @@ void ArgReduce(const ReducePlan& p, int in_dtype, const void* in, int out_dtype,
   const T start = ArgStart<T, kMax>(in_dtype);
   const int in_size = DTypeSize(in_dtype), out_size = DTypeSize(out_dtype);
   const char* src = static_cast<const char*>(in);
+  if (p.inner == 1) {   // the last axis (logits -> a class): a Load per row, not per element
+    ParallelFor(p.outer, p.reduce, [&](int64_t o0, int64_t o1) {
+      std::vector<T> row(p.reduce);
+      for (int64_t o = o0; o < o1; ++o) {
+        Load<T>(in_dtype, src + o * p.reduce * in_size, p.reduce, row.data());
+        T best = start;
+        int64_t arg = 0;
+        for (int64_t r = 0; r < p.reduce; ++r)
+          if (kMax ? row[r] > best : row[r] < best) {
+            best = row[r];
+            arg = r;
+          }
+        Store<int64_t>(out_dtype, &arg, 1, static_cast<char*>(out) + o * out_size);
+      }
+    });
+    return;
+  }
   const int64_t width = std::min(kWidth, p.inner), blocks = (p.inner + width - 1) / width;
   ParallelFor(p.outer * blocks, p.reduce * width, [&](int64_t j0, int64_t j1) {
     T best[kWidth], buf[kWidth];
