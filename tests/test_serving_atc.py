@@ -126,6 +126,14 @@ def test_cli_errors_and_container_checks(saved_model, dynamic_om, tmp_path, caps
     data[-1] ^= 0xFF
     with pytest.raises(container.ContainerError, match="checksum mismatch"):
         container.unpack(bytes(data))
+    # a model labelled with another batch size than it takes: refused at load (run() pads a
+    # request to the label's rows: 2**31 of them was a MemoryError on every request)
+    manifest, models = container.read(dynamic_om)
+    small = min(models)
+    relabelled = tmp_path / "relabelled.om"
+    relabelled.write_bytes(container.pack(manifest, {2**31: models[small]}))
+    with pytest.raises(container.ContainerError, match="labelled batch size 2147483648"):
+        CannSession(str(relabelled))
 
 
 def test_precision_mode_reaches_the_compiler(saved_model, tmp_path):

@@ -44,6 +44,11 @@ class CannSession:
             except (ValueError, RuntimeError) as e:
                 raise container.ContainerError(
                     f"{self.model_path}: compiled model for batch size {b}: {e}") from None
+            leading = {tuple(d.shape)[:1] for d in self._models[b].inputs}
+            if self.dynamic and leading != {(b,)}:     # run() pads requests to b rows
+                raise container.ContainerError(
+                    f"{self.model_path}: the model labelled batch size {b} takes inputs of "
+                    f"shapes {[tuple(d.shape) for d in self._models[b].inputs]}")
 
         def info(d):
             return TensorInfo(d["name"], _numpy_dtype(d["dtype"]), tuple(d["shape"]),
