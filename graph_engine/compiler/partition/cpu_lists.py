@@ -23,6 +23,7 @@ iteration on two cores, more than the copies it saves).
 """
 import re
 
+from graph_engine.compiler.partition import dag
 from graph_engine.compiler.partition.candidates import device_type
 from graph_engine.compiler.partition.contexts import SWITCH
 from graph_engine.compiler.signature import DT_VARIANT
@@ -78,17 +79,9 @@ def move_to_cpu(g):
     if not plumbing:
         return 0
     users = g.data_consumers()
-    seen, moved = set(), 0
-    for start in plumbing:
-        if start in seen:
-            continue
-        component, stack = set(), [start]      # every node the list flows through
-        while stack:
-            n = stack.pop()
-            if n not in component:
-                component.add(n)
-                stack.extend(_variant_neighbours(n, users))
-        seen |= component
+    moved = 0
+    # every node a list flows through
+    for component in dag.components(plumbing, lambda n: _variant_neighbours(n, users)):
         ends = [n for n in component if n not in plumbing]
         cpu = [m.device for m in ends if device_type(m.device) == "CPU"]
         if cpu and len(cpu) == len(ends):
@@ -104,7 +97,8 @@ def move_to_cpu(g):
             target = list(component)
         else:
             continue
-        device = cpu[0] if cpu else cpu_device(start.device)
+        device = cpu[0] if cpu else cpu_device(next(n for n in component
+                                                    if n in plumbing).device)
         for n in target:
             if n.device != device:
                 n.device = device

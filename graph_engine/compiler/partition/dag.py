@@ -32,3 +32,20 @@ def order(g):
     except CycleError as e:
         raise ValueError(f"graph has a cycle that is not a while loop's back edge, through "
                          f"{e.stuck}") from None
+
+
+def components(starts, neighbours):
+    """The connected components (sets) that the nodes `starts` are in, following
+    neighbours(node) -> nodes, each once."""
+    seen = set()
+    for start in starts:
+        if start in seen:
+            continue
+        component, stack = set(), [start]
+        while stack:
+            n = stack.pop()
+            if n not in component:
+                component.add(n)
+                stack.extend(neighbours(n))
+        seen |= component
+        yield component

@@ -8,6 +8,7 @@ are on the NPU, the value then crosses from the CPU every iteration (a send, a r
 event each: 5-15x TF-CPU's time per iteration of a small loop). On the NPU the plumbing keeps
 int32 in host memory too, so it costs nothing there, and the value crosses once, into the loop.
 """
+from graph_engine.compiler.partition import dag
 from graph_engine.compiler.partition.candidates import device_type
 from graph_engine.compiler.partition.contexts import ENTER, EXIT, SWITCH
 from tensorflow.core.framework import types_pb2
@@ -26,20 +27,14 @@ def move_to_npu(g):
     if not any(n.op in ENTER for n in plumbing):
         return 0
     users = g.data_consumers()
-    seen, moved = set(), 0
-    for start in plumbing:
-        if start in seen:
-            continue
-        component, stack = set(), [start]       # plumbing the value flows through
-        while stack:
-            n = stack.pop()
-            if n in component:
-                continue
-            component.add(n)
-            inputs = n.inputs[:1] if n.op in SWITCH else n.inputs
-            stack.extend(v.node for v in inputs if v.node in plumbing)
-            stack.extend(c for v in n.outputs for c, _ in users.get(v, ()) if c in plumbing)
-        seen |= component
+
+    def neighbours(n):                          # plumbing the value flows through
+        inputs = n.inputs[:1] if n.op in SWITCH else n.inputs
+        yield from (v.node for v in inputs if v.node in plumbing)
+        yield from (c for v in n.outputs for c, _ in users.get(v, ()) if c in plumbing)
+
+    moved = 0
+    for component in dag.components(plumbing, neighbours):
         # what the loop reads and writes each iteration: not an Enter's input, not an Exit's
         # readers (those cross once)
         inside = [v.node for n in component if n.op not in ENTER for v in n.inputs] + \

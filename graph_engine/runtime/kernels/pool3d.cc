@@ -1,8 +1,11 @@
 // MaxPool3D/AvgPool3D, their gradients and MaxPool3DGradGrad (reference:
 // graph_engine/ops/pool3d.py), float32 compute over float32/float16/bfloat16 storage.
 //
-// Work is split by (image, channel): a unit reads and writes only its own elements, so the
-// gradients' scatter needs no synchronisation.
+// Channels are the innermost loop (NCDHW is pooled as NDHWC with batch N*C and one channel:
+// each (n, c) volume is contiguous there). The forward kinds run in parallel over output rows
+// (n, od, oh); the gradients gather instead of scatter: each input element adds up, in output
+// order, the outputs whose windows hold it, so input rows run in parallel without races and
+// every sum has the order a sequential scatter would give it.
 #include <cmath>
 #include <algorithm>
 #include <limits>
@@ -21,66 +24,124 @@ enum class Pool3DKind { kMax, kAvg, kMaxGrad, kAvgGrad, kMaxGradGrad };
 class Pool3DKernel : public Kernel {
  public:
   Pool3DKernel(Pool3DKind kind, Window3D g, std::vector<int> in_dtypes, int out_dtype)
-      : kind_(kind), g_(g), in_dtypes_(std::move(in_dtypes)), out_dtype_(out_dtype) {}
+      : kind_(kind), g_(g), in_dtypes_(std::move(in_dtypes)), out_dtype_(out_dtype) {
+    x_size_ = g_.n * g_.in[0] * g_.in[1] * g_.in[2] * g_.c;
+    y_size_ = g_.positions() * g_.c;
+    if (g_.xs[4] != 1) {   // NCDHW: volume (n, c) is image n * C + c of one channel
+      g_.xs[0] = g_.xs[4], g_.ys[0] = g_.ys[4], g_.n *= g_.c;
+      g_.c = g_.co = g_.xs[4] = g_.ys[4] = 1;
+    }
+    for (int i = 0; i < 3; ++i) {
+      holders_[i].resize(g_.in[i]);
+      count_[i].assign(g_.out[i], 0);
+      for (int64_t o = 0; o < g_.out[i]; ++o)
+        for (int64_t k = 0; k < g_.k[i]; ++k) {
+          const int64_t v = o * g_.stride[i] - g_.pad[i] + k * g_.dilation[i];
+          if (v < 0 || v >= g_.in[i]) continue;
+          holders_[i][v].push_back(o);
+          ++count_[i][o];
+        }
+    }
+  }
 
   Status Compute(const KernelArgs& args) const override {
-    const int64_t x_size = g_.n * g_.in[0] * g_.in[1] * g_.in[2] * g_.c, y_size = g_.positions() * g_.c;
     // Inputs: forward x; MaxGrad (x, y, dy); AvgGrad dy; MaxGradGrad (x, y, ddx).
     std::vector<FloatIn> in;
     in.reserve(in_dtypes_.size());   // FloatIn may point into itself: no reallocation
     for (size_t i = 0; i < in_dtypes_.size(); ++i) {
       const bool input_shaped = (i == 0 && kind_ != Pool3DKind::kAvgGrad) ||
                                 (i == 2 && kind_ == Pool3DKind::kMaxGradGrad);
-      in.emplace_back(in_dtypes_[i], args.in(static_cast<int>(i)), input_shaped ? x_size : y_size);
+      in.emplace_back(in_dtypes_[i], args.in(static_cast<int>(i)), input_shaped ? x_size_ : y_size_);
     }
     const bool to_input = kind_ == Pool3DKind::kMaxGrad || kind_ == Pool3DKind::kAvgGrad;
-    FloatOut out(out_dtype_, args.out(0), to_input ? x_size : y_size);
-    if (to_input) std::fill(out.data(), out.data() + x_size, 0.f);
-    const int64_t per_n = g_.out[0] * g_.out[1] * g_.out[2];
-    ParallelFor(g_.n * g_.c, per_n * g_.taps(), [&](int64_t u0, int64_t u1) {
-      for (int64_t u = u0; u < u1; ++u) Unit(u / g_.c, u % g_.c, in, out.data());
-    });
+    FloatOut out(out_dtype_, args.out(0), to_input ? x_size_ : y_size_);
+    if (to_input) {
+      ParallelFor(g_.n * g_.in[0] * g_.in[1], g_.in[2] * g_.taps() * g_.c, [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) GradRow(r, in, out.data());
+      });
+    } else {
+      ParallelFor(g_.n * g_.out[0] * g_.out[1], g_.out[2] * g_.taps() * g_.c, [&](int64_t r0, int64_t r1) {
+        std::vector<float> acc(2 * g_.c);   // per channel: the value, found (MaxGradGrad)
+        for (int64_t r = r0; r < r1; ++r) ForwardRow(r, in, acc.data(), out.data());
+      });
+    }
     out.Finish();
     return Status::Ok();
   }
 
  private:
-  void Unit(int64_t n, int64_t c, const std::vector<FloatIn>& in, float* out) const {
-    const int64_t per_n = g_.out[0] * g_.out[1] * g_.out[2];
+  // Output row r = (n, od, oh): every ow, channels innermost, taps in (kd, kh, kw) order.
+  void ForwardRow(int64_t r, const std::vector<FloatIn>& in, float* acc, float* out) const {
+    const int64_t C = g_.c, oh = r % g_.out[1], od = r / g_.out[1] % g_.out[0];
+    const int64_t n = r / (g_.out[1] * g_.out[0]);
     const float* x = in[0].data();
-    for (int64_t q = 0; q < per_n; ++q) {
-      const int64_t p = n * per_n + q, o = g_.OutAt(p) + c * g_.ys[4];
-      float acc = kind_ == Pool3DKind::kMax ? -std::numeric_limits<float>::infinity() : 0.f;
+    float* found = acc + C;
+    for (int64_t ow = 0; ow < g_.out[2]; ++ow) {
+      const int64_t o = n * g_.ys[0] + od * g_.ys[1] + oh * g_.ys[2] + ow * g_.ys[3];
+      const float* y = kind_ == Pool3DKind::kMaxGradGrad ? in[1].data() + o : nullptr;
+      std::fill(acc, acc + C, kind_ == Pool3DKind::kMax ? -std::numeric_limits<float>::infinity() : 0.f);
+      std::fill(found, found + C, 0.f);
       int64_t count = 0;
-      bool found = false;
-      for (int64_t t = 0; t < g_.taps(); ++t) {
-        const int64_t at = g_.TapAt(p, t);
-        if (at < 0) continue;
-        const int64_t i = at + c * g_.xs[4];
-        ++count;
-        switch (kind_) {
-          case Pool3DKind::kMax: acc = std::max(acc, x[i]); break;
-          case Pool3DKind::kAvg: acc += x[i]; break;
-          case Pool3DKind::kMaxGrad:     // every element within 1e-5 of the pooled value, as TF's
-            if (std::fabs(x[i] - in[1].data()[o]) < 1e-5f) out[i] += in[2].data()[o];   // CPU
-            break;
-          case Pool3DKind::kMaxGradGrad:  // the first element equal to the pooled value
-            if (!found && x[i] == in[1].data()[o]) { acc = in[2].data()[i]; found = true; }
-            break;
-          case Pool3DKind::kAvgGrad: break;
+      for (int64_t kd = 0; kd < g_.k[0]; ++kd) {
+        const int64_t id = od * g_.stride[0] - g_.pad[0] + kd * g_.dilation[0];
+        if (id < 0 || id >= g_.in[0]) continue;
+        for (int64_t kh = 0; kh < g_.k[1]; ++kh) {
+          const int64_t ih = oh * g_.stride[1] - g_.pad[1] + kh * g_.dilation[1];
+          if (ih < 0 || ih >= g_.in[1]) continue;
+          for (int64_t kw = 0; kw < g_.k[2]; ++kw) {
+            const int64_t iw = ow * g_.stride[2] - g_.pad[2] + kw * g_.dilation[2];
+            if (iw < 0 || iw >= g_.in[2]) continue;
+            const int64_t i = n * g_.xs[0] + id * g_.xs[1] + ih * g_.xs[2] + iw * g_.xs[3];
+            const float* xi = x + i;
+            ++count;
+            switch (kind_) {
+              case Pool3DKind::kMax:
+                for (int64_t c = 0; c < C; ++c) acc[c] = std::max(acc[c], xi[c]);
+                break;
+              case Pool3DKind::kAvg:
+                for (int64_t c = 0; c < C; ++c) acc[c] += xi[c];
+                break;
+              default: {   // MaxGradGrad: ddx at the first element equal to the pooled value
+                const float* ddx = in[2].data() + i;
+                for (int64_t c = 0; c < C; ++c)
+                  if (found[c] == 0.f && xi[c] == y[c]) acc[c] = ddx[c], found[c] = 1.f;
+              }
+            }
+          }
         }
       }
-      if (kind_ == Pool3DKind::kAvgGrad) {
-        const float share = in[0].data()[o] / static_cast<float>(count);
-        for (int64_t t = 0; t < g_.taps(); ++t) {
-          const int64_t at = g_.TapAt(p, t);
-          if (at >= 0) out[at + c * g_.xs[4]] += share;
-        }
-      } else if (kind_ == Pool3DKind::kAvg) {
-        out[o] = acc / static_cast<float>(count);   // in-range elements only, as TF
-      } else if (kind_ != Pool3DKind::kMaxGrad) {
-        out[o] = acc;
-      }
+      if (kind_ == Pool3DKind::kAvg)   // in-range elements only, as TF
+        for (int64_t c = 0; c < C; ++c) out[o + c] = acc[c] / static_cast<float>(count);
+      else
+        std::copy_n(acc, C, out + o);
+    }
+  }
+
+  // Input row r = (n, id, ih) of MaxGrad/AvgGrad: each element sums the gradients of the
+  // outputs whose windows hold it, in output order (od, oh, ow).
+  void GradRow(int64_t r, const std::vector<FloatIn>& in, float* out) const {
+    const int64_t C = g_.c, ih = r % g_.in[1], id = r / g_.in[1] % g_.in[0];
+    const int64_t n = r / (g_.in[1] * g_.in[0]);
+    const bool avg = kind_ == Pool3DKind::kAvgGrad;
+    const float* dy = in[avg ? 0 : 2].data();
+    for (int64_t iw = 0; iw < g_.in[2]; ++iw) {
+      const int64_t i = n * g_.xs[0] + id * g_.xs[1] + ih * g_.xs[2] + iw * g_.xs[3];
+      float* dx = out + i;
+      std::fill(dx, dx + C, 0.f);
+      for (int64_t od : holders_[0][id])
+        for (int64_t oh : holders_[1][ih])
+          for (int64_t ow : holders_[2][iw]) {
+            const int64_t o = n * g_.ys[0] + od * g_.ys[1] + oh * g_.ys[2] + ow * g_.ys[3];
+            const float* g = dy + o;
+            if (avg) {
+              const float count = static_cast<float>(count_[0][od] * count_[1][oh] * count_[2][ow]);
+              for (int64_t c = 0; c < C; ++c) dx[c] += g[c] / count;
+            } else {   // every element within 1e-5 of the pooled value, as TF's CPU
+              const float *x = in[0].data() + i, *y = in[1].data() + o;
+              for (int64_t c = 0; c < C; ++c)
+                if (std::fabs(x[c] - y[c]) < 1e-5f) dx[c] += g[c];
+            }
+          }
     }
   }
 
@@ -88,6 +149,11 @@ class Pool3DKernel : public Kernel {
   Window3D g_;
   std::vector<int> in_dtypes_;
   int out_dtype_;
+  int64_t x_size_, y_size_;
+  // Per axis: the outputs whose window holds each input index (ascending), and each output's
+  // in-range window elements.
+  std::vector<std::vector<int64_t>> holders_[3];
+  std::vector<int64_t> count_[3];
 };
 
 Status MakePool3D(const KernelDef& def, Pool3DKind kind, std::unique_ptr<Kernel>* out) {
