@@ -119,7 +119,7 @@ _disk_caches = {}                      # op_compiler_cache_dir -> graph_engine D
 _disk_cache_writes = 0                 # compiled models stored in the disk cache
 # Codes with which NpuGraphOp does not fall back: the program's own invalid input (TF's error
 # class for it), and an interpreter shutting down (graph_engine/ops/errors.py).
-_NO_FALLBACK = (errors.INVALID_ARGUMENT, 14)
+_NO_FALLBACK = (errors.INVALID_ARGUMENT, errors.OUT_OF_RANGE, 14)
 
 
 def _cluster_key(nd):

@@ -281,6 +281,24 @@ def test_eager_invalid_input_in_tf_kernels(fn, op, words):
     _check(fn, op, words, compiled=False)
 
 
+# Where TF's kernels say OutOfRangeError: a window parameter below 1 (compile time), a box
+# index past the batch (found while running).
+OUT_OF_RANGE = [
+    ("extract_patches_rate_0", lambda: tf.image.extract_patches(
+        f(1, 5, 5, 2), [1, 2, 2, 1], [1, 1, 1, 1], [1, 0, 0, 1], "VALID"), True,
+     "ExtractImagePatches", ["rates", "out of range"]),
+    ("crop_and_resize_box_index", lambda: tf.image.crop_and_resize(
+        f(2, 4, 4, 1), f(1, 4), np.int32([5]), [2, 2]), False,
+     "CropAndResize", ["box_index", "[0, batch_size = 2)"]),
+]
+
+
+@pytest.mark.parametrize("fn, compiled, op, words", [c[1:] for c in OUT_OF_RANGE],
+                         ids=[c[0] for c in OUT_OF_RANGE])
+def test_eager_out_of_range_keeps_tf_class(fn, compiled, op, words):
+    _check(fn, op, words, compiled=compiled, cls=tf.errors.OutOfRangeError)
+
+
 # TF on CPU says UnimplementedError; so does the NPU (the engine does not implement them either,
 # and with the CPU fallback on, TF's kernel reports it).
 UNIMPLEMENTED_CASES = [

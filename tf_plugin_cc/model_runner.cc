@@ -39,6 +39,7 @@ struct CacheEntry {
 absl::Status ErrorStatus(const std::string& what, const npu::Status& s) {
   const absl::StatusCode code = s.code == npu::kCodeResourceExhausted ? absl::StatusCode::kResourceExhausted
                                 : s.code == npu::kCodeInvalidArgument ? absl::StatusCode::kInvalidArgument
+                                : s.code == npu::kCodeOutOfRange      ? absl::StatusCode::kOutOfRange
                                                                       : absl::StatusCode::kInternal;
   return absl::Status(code, absl::StrCat(what, ": ", s.message));
 }

@@ -12,6 +12,7 @@ from graph_engine.ops import dtypes as dt
 from graph_engine.ops.array import ConcatV2, _ints, _strided_shape, strided_index
 from graph_engine.ops.base import (ALL, FLOAT, INDEX, INT, NUMBER, Op, norm_axis, register,
                                    scalar)
+from graph_engine.ops.errors import OutOfRangeInputError
 from graph_engine.ops.scatter import _check_k, _index_rows
 
 
@@ -310,9 +311,11 @@ class _Patches(Op):
         ks, st = list(attrs["ksizes"]), list(attrs["strides"])
         rates = list(attrs.get("rates", [1] * r))
         for what, v in (("ksizes", ks), ("strides", st), ("rates", rates)):
-            if len(v) != r or v[0] != 1 or v[-1] != 1 or min(v) < 1:
+            if len(v) != r or v[0] != 1 or v[-1] != 1:
                 raise ValueError(f"{self.name}: {what} {v} must be {r} positive values with "
                                  f"the first and last equal to 1")
+            if min(v) < 1:
+                raise OutOfRangeInputError(f"{what} is out of range: {v} (TF's class for it)")
         if attrs["padding"] not in ("VALID", "SAME", b"VALID", b"SAME"):
             raise ValueError(f"{self.name}: padding {attrs['padding']} must be VALID or SAME")
         return [(k, s, q) + _window(n, k, s, q, attrs["padding"])

@@ -5,7 +5,7 @@ the plugin raises, because the code decides what happens next: the user's own in
 (InvalidInputError) surfaces as TF's InvalidArgumentError, while anything the engine cannot or
 will not compile makes the cluster run on CPU instead (docs/architecture.md, "Fallback")."""
 
-INVALID_ARGUMENT, RESOURCE_EXHAUSTED, UNIMPLEMENTED, INTERNAL = 3, 8, 12, 13
+INVALID_ARGUMENT, RESOURCE_EXHAUSTED, OUT_OF_RANGE, UNIMPLEMENTED, INTERNAL = 3, 8, 11, 12, 13
 
 
 class CompileError(Exception):
@@ -26,6 +26,11 @@ class UnsupportedError(CompileError):
 class InvalidInputError(CompileError):
     """The program's own input is invalid (shapes, axes, windows ...), as TF on CPU would say."""
     code = INVALID_ARGUMENT
+
+
+class OutOfRangeInputError(InvalidInputError):
+    """An index or size outside its range where TF raises OutOfRangeError for it."""
+    code = OUT_OF_RANGE
 
 
 class OutOfMemoryError(CompileError):

@@ -10,6 +10,7 @@ import numpy as np
 
 from graph_engine.ops import dtypes as dt
 from graph_engine.ops.base import FLOAT, INT, NUMBER, Op, register
+from graph_engine.ops.errors import OutOfRangeInputError
 
 F32 = (dt.DT_FLOAT,)
 CROP_T = (dt.DT_FLOAT, dt.DT_HALF) + INT     # TF's CropAndResize: no bfloat16
@@ -39,7 +40,7 @@ def _check_box_values(boxes, box_ind, batch):
     if not np.all(np.isfinite(boxes)):
         raise ValueError("Boxes contains at least one element that is not finite")
     if np.any((box_ind < 0) | (box_ind >= batch)):
-        raise ValueError(f"box_index has values outside [0, batch_size = {batch})")
+        raise OutOfRangeInputError(f"box_index has values outside [0, batch_size = {batch})")
 
 
 def nan_samples(boxes, h, w, ch, cw, ratio_form=False):
@@ -61,7 +62,7 @@ def _check_grad_boxes(boxes, box_ind, batch, h, w, ch, cw, ratio_form=False):
     if nan_samples(boxes, h, w, ch, cw, ratio_form):
         raise ValueError("Boxes sample the image at NaN positions (a box coordinate is not finite)")
     if np.any((box_ind < 0) | (box_ind >= batch)):
-        raise ValueError(f"box_index has values outside [0, batch_size = {batch})")
+        raise OutOfRangeInputError(f"box_index has values outside [0, batch_size = {batch})")
 
 
 def _crop_positions(lo, hi, size, crop, ratio_form=False):

@@ -34,18 +34,20 @@ from graph_engine.compiler.partition.cycles import GraphCycles
 MAX_ROUNDS = 4
 
 
+def _through_clones(preds, cloned):
+    """A cloned Const is copied into the cluster: what orders it orders its reader."""
+    return [q for p in preds
+            for q in (_through_clones(dag.producers(p), cloned) if p in cloned else (p,))]
+
+
 def form_clusters(topo, clusterable, ctx, cloned=frozenset()):
     """([[members]], [[members of dropped clusters]]), members in topological order."""
     index = {n: i for i, n in enumerate(topo)}
 
-    def through_clones(preds):      # a cloned Const is copied in: what orders it orders n
-        return [q for p in preds
-                for q in (through_clones(dag.producers(p)) if p in cloned else (p,))]
-
     def direct_preds(n):
         preds = dag.producers(n)
         if n in clusterable and any(p in cloned for p in preds):
-            return through_clones(preds)
+            return _through_clones(preds, cloned)
         return preds
 
     pred_lists = {n: direct_preds(n) for n in topo}     # read once per round below

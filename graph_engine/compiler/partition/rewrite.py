@@ -96,6 +96,16 @@ def first_equal_constants(consts):
     return copy_of
 
 
+def control_sources(p, cloneable):
+    """What a control edge from p waits for: a cloneable Const computes nothing, its own control
+    inputs order (as clusters.form_clusters sees the edge); one of them in the cluster must not
+    become the cluster node's own control input. (Module level: a recursive closure is a
+    reference cycle, and the IR goes by reference counting.)"""
+    if p not in cloneable:
+        return [p]
+    return [q for c in p.control_inputs for q in control_sources(c, cloneable)]
+
+
 def cluster_body(g, members, outputs, cloneable=frozenset(), inputs=None, host_memory=None):
     """The body of a cluster of `members` (nodes of Graph `g`, in order) that computes Values
     `outputs`: a GraphDef of `_Arg` nodes, the members under their own names with devices
@@ -140,19 +150,12 @@ def cluster_body(g, members, outputs, cloneable=frozenset(), inputs=None, host_m
     for v in inputs if inputs is not None else values:   # named first (see the loop below)
         args[v] = reserve(f"_arg_{len(args)}")
 
-    def control_sources(p):
-        """What a control edge from p waits for: a cloneable Const computes nothing, its own
-        control inputs order (as clusters.form_clusters sees the edge); one of them in the
-        cluster must not become the cluster node's own control input."""
-        if p not in cloneable:
-            return [p]
-        return [q for c in p.control_inputs for q in control_sources(c)]
-
     member_inputs = []                        # NodeDef input strings per member
     for n in members:
         refs = [v.ref if v.node in member_set else copy_of[v.node].name if v.node in copy_of
                 else arg_for(v) for v in n.inputs]
-        for p in dict.fromkeys(q for c in n.control_inputs for q in control_sources(c)):
+        for p in dict.fromkeys(q for c in n.control_inputs
+                               for q in control_sources(c, cloneable)):
             if p in member_set:
                 refs.append("^" + p.name)
             elif p not in controls:
@@ -161,7 +164,7 @@ def cluster_body(g, members, outputs, cloneable=frozenset(), inputs=None, host_m
     for const in clones:                      # its control inputs move to the cluster node
         if copy_of[const] is const:
             write_node_def(body.node.add(), const, [], "")
-        controls.extend(p for p in control_sources(const)
+        controls.extend(p for p in control_sources(const, cloneable)
                         if p not in member_set and p not in controls)
     if inputs is not None:
         arg_values = list(inputs)

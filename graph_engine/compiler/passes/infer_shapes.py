@@ -110,7 +110,9 @@ def infer_node(node, c):
             if known is None and op.foldable and all(v.const is not None for v in data):
                 known = ops.evaluate(op, [v.const for v in data], attrs, out_dtypes)
         _set(node, out_shapes, known)
-    except CompileError:
+    except CompileError as e:
+        if e.node is None:               # an op's own check: name the node
+            raise type(e)(e.reason, node.name, node.op) from None
         raise
     except ValueError as e:              # shape functions reject invalid inputs with ValueError
         raise InvalidInputError(str(e), node.name, node.op) from None

@@ -114,7 +114,7 @@ class CropAndResizeKernel : public Kernel {
     }
     for (int64_t i = 0; i < n; ++i)
       if (box_ind[i] < 0 || box_ind[i] >= image_[0])
-        return InvalidArgument("box_index has values outside [0, batch_size = ", image_[0], "): box_ind[", i,
+        return OutOfRange("box_index has values outside [0, batch_size = ", image_[0], "): box_ind[", i,
                                "] = ", box_ind[i]);
     std::vector<float> image(op_ == CropOp::kGradImage ? 0 : NumElements(image_));
     if (!image.empty()) Load<float>(image_dtype_, args.in(op_ == CropOp::kGradBoxes ? 1 : 0), image.size(), image.data());

@@ -134,6 +134,14 @@ Status InvalidArgument(const Parts&... parts) {
   return s;
 }
 
+// An index outside what it indexes where TF's kernel says so with OutOfRangeError.
+template <class... Parts>
+Status OutOfRange(const Parts&... parts) {
+  Status s = Error(parts...);
+  s.code = kCodeOutOfRange;
+  return s;
+}
+
 // Checks of a node's arity and types shared by all factories.
 Status CheckArity(const KernelDef& def, int n_in, int n_out);   // -1: any number
 Status CheckNdLayouts(const KernelDef& def);   // storage must be the logical (row-major) layout

@@ -25,7 +25,9 @@ struct Status {
     return {m.empty() ? "unknown error" : std::move(m), code};
   }
 };
-enum StatusCode : int { kCodeInvalidArgument = 3, kCodeResourceExhausted = 8, kCodeInternal = 13 };
+enum StatusCode : int {
+  kCodeInvalidArgument = 3, kCodeResourceExhausted = 8, kCodeOutOfRange = 11, kCodeInternal = 13
+};
 
 struct TensorDesc {
   int dtype = 0;                // TF DataType enum value (DT_FLOAT = 1, ...)
