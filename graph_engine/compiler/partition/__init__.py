@@ -26,9 +26,9 @@ from graph_engine.ops.errors import CompileError
 from graph_engine.compiler.graphdef import export_graph_def, import_graph_def
 from graph_engine.compiler.options import or_defaults, to_json
 from graph_engine.compiler.partition import (candidates, constant_clamps, cpu_lists,
-                                             cpu_results, dag, host_logic, npu_loop_values, preserved_reads, rewrite,
-                                             runtime_slices, runtime_windows, static_shapes,
-                                             variable_updates,
+                                             cpu_results, dag, host_logic, npu_loop_values,
+                                             preserved_reads, rewrite, runtime_slices,
+                                             runtime_windows, static_shapes, variable_updates,
                                              variables_in_place)
 from graph_engine.compiler.partition.clusters import form_clusters
 from graph_engine.compiler.partition.contexts import MIXED, control_contexts

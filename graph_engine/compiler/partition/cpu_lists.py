@@ -30,11 +30,11 @@ from graph_engine.compiler.signature import DT_VARIANT
 from tensorflow.core.framework import types_pb2
 
 # Ops that pass a value through (their data input 0, Switch's pred aside) without computing.
-_PLUMBING = frozenset({"Enter", "Exit", "Merge", *SWITCH, "NextIteration", "Identity"})
+PLUMBING = frozenset({"Enter", "Exit", "Merge", *SWITCH, "NextIteration", "Identity"})
 
 
 def _is_list_plumbing(n):
-    return n.op in _PLUMBING and device_type(n.device) == "NPU" and \
+    return n.op in PLUMBING and device_type(n.device) == "NPU" and \
         any(v.dtype == DT_VARIANT for v in n.outputs)
 
 

@@ -11,13 +11,12 @@ int32 in host memory too, so it costs nothing there, and the value crosses once,
 from graph_engine.compiler.partition import dag
 from graph_engine.compiler.partition.candidates import device_type
 from graph_engine.compiler.partition.contexts import ENTER, EXIT, SWITCH
+from graph_engine.compiler.partition.cpu_lists import PLUMBING
 from tensorflow.core.framework import types_pb2
-
-_PLUMBING = frozenset({*ENTER, *EXIT, "Merge", *SWITCH, "NextIteration", "Identity"})
 
 
 def _is_cpu_int32_plumbing(n):
-    return n.op in _PLUMBING and device_type(n.device) == "CPU" and \
+    return n.op in PLUMBING and device_type(n.device) == "CPU" and \
         n.outputs and all(v.dtype == types_pb2.DT_INT32 for v in n.outputs)
 
 

@@ -24,6 +24,8 @@ The gradients place dy at the start of a zero tensor, by a gather of dy with a z
 front: StridedSliceGrad of stride 1, and TF's Slice gradient, a Pad of dy by the begin in front
 and by a constant (the input's shape less the slice's, folded) less the begin behind.
 """
+import functools
+
 import numpy as np
 
 from graph_engine.compiler import attrs as attr_util
@@ -158,22 +160,22 @@ def _host(b, op, inputs, **attrs):
     return v
 
 
-def _clamped(b, i, dim, zero):
+def _clamped(node, i, dim, zero):
     """Index i as a stride-1 StridedSlice takes a begin or an end: counted from the end when
     negative (i - dim * min(sign(i), 0): TF has no host kernel for Select), then clamped to
-    [0, dim]."""
-    negative = _host(b, "Minimum", [_host(b, "Sign", [i]), zero])
-    wrapped = _host(b, "Sub", [i, _host(b, "Mul", [dim, negative])])
-    return _host(b, "Maximum", [_host(b, "Minimum", [wrapped, dim]), zero])
+    [0, dim]. node(op, inputs) makes an integer node."""
+    negative = node("Minimum", [node("Sign", [i]), zero])
+    wrapped = node("Sub", [i, node("Mul", [dim, negative])])
+    return node("Maximum", [node("Minimum", [wrapped, dim]), zero])
 
 
-def _host_window(b, x, d, start, size):
-    """(first index, length) of StridedSlice's window [start, start + size) along axis d of x,
-    clamped as TF clamps it, by int32 ops TF runs in host memory outside the clusters: the
-    length is the cluster's compile-time value (a ragged last chunk of a loop compiles once
-    more; a random crop never changes it), the first index its data."""
+def _host_window(b, x, d, dim, start, size):
+    """(first index, length) of StridedSlice's window [start, start + size) along axis d of x
+    (`dim` long when the graph fixes it, else None), clamped as TF clamps it, by int32 ops TF
+    runs in host memory outside the clusters: the length is the cluster's compile-time value (a
+    ragged last chunk of a loop compiles once more), the first index its data."""
     zero = b.const(0, dt.DT_INT32)
-    dim = static_shapes.static_dim(x, d)
+    host = functools.partial(_host, b)
     if dim is not None:
         dim = b.const(dim, dt.DT_INT32)
     else:                              # x's shape, read where x is (no copy)
@@ -182,8 +184,8 @@ def _host_window(b, x, d, start, size):
             _host(b, "Slice", [shape, b.const([d], dt.DT_INT32), b.const([1], dt.DT_INT32)],
                   Index=("type", dt.DT_INT32)),
             b.const([], dt.DT_INT32)], Tshape=("type", dt.DT_INT32))
-    first = _clamped(b, start, dim, zero)
-    end = _clamped(b, _host(b, "AddV2", [start, b.const(size, dt.DT_INT32)]), dim, zero)
+    first = _clamped(host, start, dim, zero)
+    end = _clamped(host, _host(b, "AddV2", [start, b.const(size, dt.DT_INT32)]), dim, zero)
     return first, _host(b, "Maximum", [_host(b, "Sub", [end, first]), zero])
 
 
@@ -236,9 +238,10 @@ def _largest_integer(bounds):
     return float(np.ceil(hi) - 1 if excluded else np.floor(hi))
 
 
-def _always_inside(x, d, start, size):
-    """Whether the window [start, start + size) of axis d of x provably fits the axis."""
-    dim, bounds = static_shapes.static_dim(x, d), _bounds(start)
+def _always_inside(dim, start, size):
+    """Whether the window [start, start + size) of an axis `dim` long (None: not fixed)
+    provably fits it."""
+    bounds = _bounds(start)
     return dim is not None and bounds is not None and bounds[0] >= 0 and \
         _largest_integer(bounds) + size <= dim
 
@@ -253,8 +256,9 @@ def _rewrite(g, n, spec):
     for j, (d, start, size) in enumerate(windows):
         if start is None:
             start = b.element(begin, d, index_type)
-        if n.op == "StridedSlice" and not _always_inside(x, d, start, size):
-            start, size = _host_window(b, x, d, start, size)
+        dim = static_shapes.static_dim(x, d)
+        if n.op == "StridedSlice" and not _always_inside(dim, start, size):
+            start, size = _host_window(b, x, d, dim, start, size)
             positions = b.node("Range", [b.const(0, index_type), size, b.const(1, index_type)],
                                index_type, Tidx=("type", index_type))
         else:                          # TF's Slice does not clamp (an overrun is an error)
@@ -328,14 +332,9 @@ def _rewrite_grad(g, n, spec):
         if whole_begin:
             start = zero
         else:
-            start = b.element(begin, d, index_type)
-            negative = b.node("Less", [start, zero], dt.DT_BOOL, T=("type", index_type))
-            wrapped = b.node("AddV2", [start, dim], index_type, T=("type", index_type))
-            start = b.node("SelectV2", [negative, wrapped, start], index_type,
-                           T=("type", index_type))
-            start = b.node("Maximum", [b.node("Minimum", [start, dim], index_type,
-                                              T=("type", index_type)), zero],
-                           index_type, T=("type", index_type))
+            start = _clamped(lambda op, inputs: b.node(op, inputs, index_type,
+                                                       T=("type", index_type)),
+                             b.element(begin, d, index_type), dim, zero)
         y = _place(b, y, d, dim, start, b.element(sizes, d, index_type),
                    name=n.name if j == len(axes) - 1 else None)
     y.node.control_inputs = list(n.control_inputs)
